@@ -1,0 +1,1 @@
+"""Accounts, sessions, roles and permissions."""

@@ -1,0 +1,1 @@
+"""Keys and encryption for secrets at rest."""

@@ -1,0 +1,1 @@
+"""Postgres access: URLs, engines, the embedded server, tables and migrations."""

@@ -1,0 +1,1 @@
+"""Attempt orchestration: queues, loop, retry, pooling and overlap locks."""

@@ -1,0 +1,51 @@
+"""The queues, and which service consumes which.
+
+Queue subscription is the isolation boundary: each worker consumes exactly one
+queue and the sets are disjoint, so a Groovy job can never run in the Node worker.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+import procrastinate
+
+from zilean.config import ScriptRuntime, Service
+from zilean.db.engine import POOL_TIMEOUT
+from zilean.db.urls import libpq_url
+
+
+class Queue(StrEnum):
+    DEFAULT = "default"  # HTTP jobs, consumed by `zilean worker`
+    SCRIPTS_BASH = "scripts-bash"
+    SCRIPTS_NODE = "scripts-node"
+    SCRIPTS_GROOVY = "scripts-groovy"
+    SCRIPTS_PYTHON = "scripts-python"
+
+
+RUNTIME_QUEUES: dict[ScriptRuntime, Queue] = {
+    ScriptRuntime.BASH: Queue.SCRIPTS_BASH,
+    ScriptRuntime.NODE: Queue.SCRIPTS_NODE,
+    ScriptRuntime.GROOVY: Queue.SCRIPTS_GROOVY,
+    ScriptRuntime.PYTHON: Queue.SCRIPTS_PYTHON,
+}
+
+SERVICE_QUEUES: dict[Service, frozenset[Queue]] = {
+    Service.WORKER: frozenset({Queue.DEFAULT}),
+    **{runtime.service: frozenset({queue}) for runtime, queue in RUNTIME_QUEUES.items()},
+}
+
+
+def create_queue_app(database_url: str, *, max_connections: int = 10) -> procrastinate.App:
+    """Return a Procrastinate app bound to our database, with a short pool timeout.
+
+    The short timeout turns a stalled pool (after a Postgres restart) into an error
+    the worker's supervisor can handle, instead of a silent hang.
+    """
+    connector = procrastinate.PsycopgConnector(
+        conninfo=libpq_url(database_url),
+        min_size=1,
+        max_size=max_connections,
+        timeout=POOL_TIMEOUT,
+    )
+    return procrastinate.App(connector=connector)

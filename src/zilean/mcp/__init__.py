@@ -1,0 +1,1 @@
+"""The mcp service: the Model Context Protocol endpoint for AI agents, at `/mcp`."""

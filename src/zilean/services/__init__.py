@@ -1,0 +1,1 @@
+"""Service entry points: one function per `zilean` subcommand that runs a process."""

@@ -1,0 +1,58 @@
+"""One local origin for `zilean up`: the spec's reverse-proxy path routing, in process.
+
+Requests reach each service's app directly (no proxy hop). Lifespan events fan out
+to every app, so each one starts and stops exactly as it would standalone.
+"""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import FastAPI
+
+
+@dataclass(frozen=True)
+class OriginApps:
+    core: FastAPI
+    ui: FastAPI
+    mcp: FastAPI
+    webhook: FastAPI
+
+
+def route(apps: OriginApps, path: str) -> FastAPI:
+    """Pick the service that owns `path`, in the order a reverse proxy must match them."""
+    if path.startswith("/api/webhooks/"):
+        return apps.webhook
+    if path == "/api" or path.startswith("/api/") or path == "/prometheus/metrics":
+        return apps.core
+    if path == "/mcp" or path.startswith("/mcp/"):
+        return apps.mcp
+    return apps.ui
+
+
+class Origin:
+    """An ASGI app that dispatches by path to the four HTTP services."""
+
+    def __init__(self, apps: OriginApps) -> None:
+        self.apps = apps
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        await route(self.apps, scope["path"])(scope, receive, send)
+
+    async def _lifespan(self, receive: Any, send: Any) -> None:
+        async with AsyncExitStack() as stack:
+            await receive()  # lifespan.startup
+            try:
+                for app in (self.apps.core, self.apps.ui, self.apps.mcp, self.apps.webhook):
+                    await stack.enter_async_context(app.router.lifespan_context(app))
+            except Exception as exc:
+                await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                raise
+            await send({"type": "lifespan.startup.complete"})
+            await receive()  # lifespan.shutdown
+        await send({"type": "lifespan.shutdown.complete"})

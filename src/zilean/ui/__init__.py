@@ -1,0 +1,1 @@
+"""The ui service: the admin SPA and the server-rendered login, logout and invite pages."""

@@ -1,0 +1,1 @@
+"""The webhook service: the public inbound endpoint that fires webhook-scheduled jobs."""

@@ -1,0 +1,13 @@
+"""The webhook service's ASGI app. It holds no encryption key by construction."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from zilean.api.app import create_service_app
+from zilean.config import WebhookSettings
+
+
+def create_webhook_app(settings: WebhookSettings, engine: AsyncEngine) -> FastAPI:
+    return create_service_app("Zilean webhooks", settings, engine)

@@ -1,0 +1,97 @@
+"""`zilean up` end to end: the real CLI, a real embedded Postgres, real HTTP."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import httpx
+import psutil
+import psycopg
+import pytest
+
+from tests.support.cli import base_environment, spawn_cli
+from tests.support.servers import free_port
+from zilean.db.embedded import embedded_postgres
+
+pytestmark = pytest.mark.acceptance
+
+READY = r"Zilean is ready at (http://127\.0\.0\.1:\d+)"
+PASSWORD = r"Sign in as (\S+) with password: (\S+)"
+
+
+def processes_using(path: Path) -> list[psutil.Process]:
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        cmdline = process.info["cmdline"] or []
+        if any(str(path) in part for part in cmdline):
+            found.append(process)
+    return found
+
+
+def zilean_children(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def test_up_runs_everything_keeps_data_across_restarts_and_stops_cleanly(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    port = free_port()
+    env = base_environment(TZ="Europe/Paris")
+    args = ["up", "--data-dir", str(data_dir), "--port", str(port)]
+
+    with spawn_cli(args, env) as first:
+        base = first.wait_for(READY).group(1)
+        username, password = first.wait_for(PASSWORD).groups()
+        assert httpx.get(f"{base}/healthz").status_code == 200
+        assert httpx.get(f"{base}/api/meta").json()["timezone"] == "Europe/Paris"
+        assert username == "admin@localhost"
+        first.wait_for(r'"queues": \["default"\]')  # the HTTP worker child started
+        children = zilean_children(first.process.pid)
+        assert children
+        assert first.stop(signal.SIGINT) == 0
+
+    assert (data_dir / "settings-encryption.key").stat().st_mode & 0o777 == 0o600
+    assert (data_dir / "script-secrets.key").stat().st_mode & 0o777 == 0o600
+    assert not [p for p in children if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert not processes_using(data_dir / "postgres")
+
+    with spawn_cli(args, env) as second:
+        base = second.wait_for(READY).group(1)
+        assert httpx.get(f"{base}/healthz").status_code == 200
+        second.wait_for("migrations already up to date")
+        assert second.stop(signal.SIGTERM) == 0
+    assert "password" not in second.output.lower().replace("admin_password_hash", "")
+    assert password not in second.output
+
+
+def test_up_uses_an_external_postgres_when_database_url_is_set(tmp_path: Path) -> None:
+    with embedded_postgres(tmp_path / "external-pg", database="zilean_ext") as url:
+        data_dir = tmp_path / "data"
+        env = base_environment(DATABASE_URL=url, TZ="Asia/Tokyo")
+        args = ["up", "--data-dir", str(data_dir), "--port", str(free_port())]
+        with spawn_cli(args, env) as running:
+            base = running.wait_for(READY).group(1)
+            assert httpx.get(f"{base}/api/meta").json()["timezone"] == "Asia/Tokyo"
+            assert running.stop() == 0
+        assert not (data_dir / "postgres").exists()
+        with psycopg.connect(url) as conn:
+            row = conn.execute("SELECT email FROM users WHERE is_bootstrap").fetchone()
+        assert row == ("admin@localhost",)
+
+
+def test_up_reports_a_port_in_use_and_exits_non_zero(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", 0))
+        blocker.listen()
+        port = blocker.getsockname()[1]
+        args = ["up", "--data-dir", str(tmp_path / "data"), "--port", str(port)]
+        with spawn_cli(args, base_environment()) as running:
+            code = running.process.wait(timeout=60)
+    assert code != 0
+    assert not processes_using(tmp_path / "data" / "postgres")
+    assert (tmp_path / "data").is_dir()

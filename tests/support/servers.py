@@ -1,0 +1,54 @@
+"""Live HTTP servers on loopback ports, for tests that need a real socket."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import uvicorn
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class _QuietServer(uvicorn.Server):
+    def install_signal_handlers(self) -> None:  # the test runner owns signals
+        pass
+
+
+@contextmanager
+def live_server(app: Any, *, startup_timeout: float = 10.0) -> Iterator[str]:
+    """Serve an ASGI app on 127.0.0.1 in a background thread; yield its base URL."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="on")
+    server = _QuietServer(config)
+    server.capture_signals = _no_signals  # type: ignore[method-assign]
+    thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])))
+    thread.start()
+    deadline = time.monotonic() + startup_timeout
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("live server did not start")
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+
+
+@contextmanager
+def _no_signals() -> Iterator[None]:
+    yield
