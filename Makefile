@@ -1,0 +1,33 @@
+# The two commands the README promises: `make run` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+ARGS ?=
+
+.PHONY: run test lint
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(VENV)/.run-deps: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(VENV)/.dev-deps: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@ $(VENV)/.run-deps
+
+## run: install Zilean into .venv and run everything on http://127.0.0.1:8090
+run: $(VENV)/.run-deps
+	$(BIN)/zilean up $(ARGS)
+
+## lint: ruff (lint and format) and mypy
+lint: $(VENV)/.dev-deps
+	$(BIN)/ruff check src tests
+	$(BIN)/ruff format --check src tests
+	$(BIN)/mypy
+
+## test: lint, then the whole test suite
+test: lint
+	$(BIN)/pytest
