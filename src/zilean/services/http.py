@@ -48,6 +48,9 @@ def build_server(app: ASGIApp, host: str, port: int) -> Server:
         lifespan="on",
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN,
         server_header=False,
+        # Client addresses are ours to interpret (UI_TRUST_PROXY_HEADERS and friends);
+        # Uvicorn must not rewrite them from X-Forwarded-For on its own.
+        proxy_headers=False,
     )
     return Server(config)
 

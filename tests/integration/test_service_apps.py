@@ -1,0 +1,53 @@
+"""Each HTTP service's app, in process, alone and behind `zilean up`'s single origin."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tests.support.servers import live_server
+from zilean.api.app import create_core_app
+from zilean.config import Service, load_settings
+from zilean.mcp.app import create_mcp_app
+from zilean.services.origin import Origin, OriginApps
+from zilean.ui.app import create_ui_app
+from zilean.webhooks.app import create_webhook_app
+
+KEY = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
+
+
+def build_apps(database_url: str, engine: AsyncEngine) -> OriginApps:
+    env = {"DATABASE_URL": database_url, "TZ": "Australia/Sydney"}
+    core = load_settings(Service.CORE, {**env, "SETTINGS_ENCRYPTION_KEY": KEY})
+    return OriginApps(
+        core=create_core_app(core, engine),  # type: ignore[arg-type]
+        ui=create_ui_app(load_settings(Service.UI, env), engine),  # type: ignore[arg-type]
+        mcp=create_mcp_app(load_settings(Service.MCP, env), engine),  # type: ignore[arg-type]
+        webhook=create_webhook_app(load_settings(Service.WEBHOOK, env), engine),  # type: ignore[arg-type]
+    )
+
+
+@pytest.fixture
+def apps(database_url: str, engine: AsyncEngine) -> OriginApps:
+    return build_apps(database_url, engine)
+
+
+@pytest.mark.parametrize("name", ["core", "ui", "mcp", "webhook"])
+async def test_every_service_answers_healthz(apps: OriginApps, name: str) -> None:
+    app: FastAPI = getattr(apps, name)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://svc") as client:
+        response = await client.get("/healthz")
+    assert response.status_code == 200
+
+
+def test_the_single_origin_serves_every_service_over_a_real_socket(apps: OriginApps) -> None:
+    with live_server(Origin(apps)) as base:
+        assert httpx.get(f"{base}/healthz").status_code == 200
+        meta = httpx.get(f"{base}/api/meta")
+        assert meta.json()["timezone"] == "Australia/Sydney"
+        schema = httpx.get(f"{base}/api/openapi.json")
+        assert schema.json()["info"]["title"] == "Zilean admin API"
+        assert httpx.get(f"{base}/openapi.json").status_code == 404  # ui publishes no schema
