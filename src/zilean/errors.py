@@ -24,3 +24,33 @@ class SchemaError(ZileanError):
 
 class DatabaseUnavailable(ZileanError):
     """The database could not be reached."""
+
+
+class ApiError(ZileanError):
+    """The request cannot be carried out."""
+
+    status_code = 400
+
+
+class InvalidInput(ApiError):
+    """The request is malformed or holds an invalid value."""
+
+    status_code = 400
+
+
+class PermissionDenied(ApiError):
+    """you do not have permission to perform this action"""
+
+    status_code = 403
+
+
+class NotFound(ApiError):
+    """not found"""
+
+    status_code = 404
+
+
+class Conflict(ApiError):
+    """The request conflicts with the current state."""
+
+    status_code = 409

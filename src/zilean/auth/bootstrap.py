@@ -13,7 +13,9 @@ from sqlalchemy import exists, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from zilean.db.tables import app_settings, users
+from zilean.auth.permissions import SystemRole
+from zilean.auth.roles import system_role_id
+from zilean.db.tables import app_settings, user_roles, users
 from zilean.errors import ConfigError
 
 log = structlog.get_logger(__name__)
@@ -38,10 +40,11 @@ async def seed_super_admin(
             "to create the Super Admin"
         )
     # The unique index on is_bootstrap makes a racing second core a no-op here.
+    user_id = uuid.uuid4()
     created = await conn.execute(
         insert(users)
         .values(
-            id=uuid.uuid4(),
+            id=user_id,
             email=username,
             password_hash=password_hash,
             status="active",
@@ -50,9 +53,15 @@ async def seed_super_admin(
         )
         .on_conflict_do_nothing()
     )
-    if created.rowcount:
-        log.info("bootstrap super admin created", action="auth.bootstrap_seeded", email=username)
-    return bool(created.rowcount)
+    if not created.rowcount:
+        return False
+    await conn.execute(
+        insert(user_roles).values(
+            user_id=user_id, role_id=await system_role_id(conn, SystemRole.SUPER_ADMIN)
+        )
+    )
+    log.info("bootstrap super admin created", action="auth.bootstrap_seeded", email=username)
+    return True
 
 
 async def seed_app_settings(conn: AsyncConnection, audit_retention_days: int) -> None:

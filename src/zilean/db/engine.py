@@ -16,4 +16,6 @@ def create_engine(database_url: str, *, pool_size: int = 5, max_overflow: int = 
         max_overflow=max_overflow,
         pool_timeout=POOL_TIMEOUT,
         pool_pre_ping=True,
+        # Timestamps leave the database in UTC whatever the server's TimeZone setting.
+        connect_args={"options": "-c timezone=UTC"},
     )

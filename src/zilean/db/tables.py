@@ -7,11 +7,15 @@ migrated database matches this metadata exactly.
 from __future__ import annotations
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     CheckConstraint,
     Column,
     DateTime,
+    ForeignKey,
+    Identity,
     Index,
+    LargeBinary,
     MetaData,
     Table,
     Text,
@@ -65,3 +69,93 @@ app_settings = Table(
     Column("value", JSONB, nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
 )
+
+roles = Table(
+    "roles",
+    metadata,
+    Column("id", Uuid, primary_key=True),
+    Column("name", Text, nullable=False),
+    Column("description", Text, nullable=False, server_default=""),
+    # 'super_admin', 'admin' or 'read_only' for the seeded roles; NULL for custom roles.
+    Column("system_key", Text, nullable=True, unique=True),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+Index("uq_roles_name_lower", func.lower(roles.c.name), unique=True)
+
+role_permissions = Table(
+    "role_permissions",
+    metadata,
+    Column("role_id", Uuid, ForeignKey("roles.id", ondelete="CASCADE"), primary_key=True),
+    Column("permission", Text, primary_key=True),
+)
+
+user_roles = Table(
+    "user_roles",
+    metadata,
+    Column("user_id", Uuid, ForeignKey("users.id", ondelete="CASCADE"), primary_key=True),
+    # RESTRICT: a role still held by someone cannot disappear from under them.
+    Column("role_id", Uuid, ForeignKey("roles.id", ondelete="RESTRICT"), primary_key=True),
+)
+Index("ix_user_roles_role_id", user_roles.c.role_id)
+
+sessions = Table(
+    "sessions",
+    metadata,
+    Column("token_hash", LargeBinary, primary_key=True),  # SHA-256 of the cookie value
+    Column("user_id", Uuid, ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Column("ip", Text, nullable=True),
+    Column("user_agent", Text, nullable=True),
+)
+Index("ix_sessions_user_id", sessions.c.user_id)
+Index("ix_sessions_expires_at", sessions.c.expires_at)
+
+invites = Table(
+    "invites",
+    metadata,
+    Column("id", Uuid, primary_key=True),
+    Column("user_id", Uuid, ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    Column("token_hash", LargeBinary, nullable=False, unique=True),
+    Column("created_by", Uuid, nullable=True),  # no FK: the inviter may be deleted later
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Column("accepted_at", DateTime(timezone=True), nullable=True),
+)
+Index("ix_invites_user_id", invites.c.user_id)
+
+api_tokens = Table(
+    "api_tokens",
+    metadata,
+    Column("id", Uuid, primary_key=True),
+    Column("user_id", Uuid, ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    Column("role_id", Uuid, ForeignKey("roles.id", ondelete="RESTRICT"), nullable=False),
+    Column("name", Text, nullable=False),
+    Column("token_hash", LargeBinary, nullable=False, unique=True),
+    Column("token_hint", Text, nullable=False),  # the last characters, to tell tokens apart
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("expires_at", DateTime(timezone=True), nullable=True),
+    Column("last_used_at", DateTime(timezone=True), nullable=True),
+    Column("revoked_at", DateTime(timezone=True), nullable=True),
+)
+Index("ix_api_tokens_user_id", api_tokens.c.user_id)
+Index("ix_api_tokens_role_id", api_tokens.c.role_id)
+
+audit_log = Table(
+    "audit_log",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("occurred_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    # No FK: entries outlive the users who made them.
+    Column("actor_user_id", Uuid, nullable=True),
+    Column("actor_email", Text, nullable=True),
+    Column("action", Text, nullable=False),
+    Column("resource_type", Text, nullable=False),
+    Column("resource_id", Text, nullable=True),
+    Column("before", JSONB, nullable=True),
+    Column("after", JSONB, nullable=True),
+    Column("ip", Text, nullable=True),
+)
+Index("ix_audit_log_occurred_at_id", audit_log.c.occurred_at.desc(), audit_log.c.id.desc())
+Index("ix_audit_log_actor_user_id", audit_log.c.actor_user_id)

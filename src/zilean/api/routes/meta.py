@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel
+
+from zilean.api.access import public
 
 router = APIRouter(tags=["meta"])
 
@@ -13,7 +15,7 @@ class MetaPublic(BaseModel):
     demo_mode: bool
 
 
-@router.get("/api/meta", operation_id="get_meta")
+@router.get("/api/meta", operation_id="get_meta", dependencies=[Depends(public())])
 async def get_meta(request: Request) -> MetaPublic:
     """Return the IANA zone schedules default to (from `TZ`) and whether demo mode is on."""
     settings = request.app.state.settings

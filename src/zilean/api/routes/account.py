@@ -1,0 +1,57 @@
+"""The caller's own account: identity, permissions and password."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request, Response
+from pydantic import BaseModel
+
+from zilean.api.access import actor_of, signed_in
+from zilean.auth.principal import Principal
+from zilean.auth.sessions import SESSION_COOKIE
+from zilean.auth.users import change_own_password
+
+router = APIRouter(prefix="/api/account", tags=["account"])
+
+Caller = Annotated[Principal, Depends(signed_in(allow_password_change=True))]
+
+
+class AccountPublic(BaseModel):
+    id: str
+    email: str
+    is_super_admin: bool
+    must_change_password: bool
+    permissions: list[str]
+
+
+class PasswordChange(BaseModel):
+    current_password: str
+    new_password: str
+
+
+@router.get("/me", operation_id="get_account")
+async def me(principal: Caller) -> AccountPublic:
+    """Return who you are and every permission you hold (all of them for a Super Admin)."""
+    return AccountPublic(
+        id=str(principal.user_id),
+        email=principal.email,
+        is_super_admin=principal.is_super_admin,
+        must_change_password=principal.must_change_password,
+        permissions=sorted(principal.permissions),
+    )
+
+
+@router.post("/change-password", status_code=204, operation_id="change_password")
+async def change_password(body: PasswordChange, request: Request, principal: Caller) -> Response:
+    """Change your password (8 characters to 72 bytes). Your other sessions end."""
+    async with request.app.state.engine.begin() as conn:
+        await change_own_password(
+            conn,
+            principal,
+            actor_of(request, principal),
+            current_password=body.current_password,
+            new_password=body.new_password,
+            keep_session=request.cookies.get(SESSION_COOKIE),
+        )
+    return Response(status_code=204)

@@ -1,0 +1,59 @@
+"""Invites: create, list pending, resend by the invitee's user id."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+from pydantic import BaseModel
+
+from zilean.api.access import actor_of, require
+from zilean.auth import invites as service
+from zilean.auth.permissions import Permission
+from zilean.auth.principal import Principal
+
+router = APIRouter(prefix="/api/invites", tags=["invites"])
+
+Inviter = Annotated[Principal, Depends(require(Permission.INVITES_CREATE))]
+
+
+class InviteCreate(BaseModel):
+    email: str
+    role_ids: list[uuid.UUID]
+
+
+@router.post("", status_code=201, operation_id="create_invite")
+async def create_invite(body: InviteCreate, request: Request, principal: Inviter) -> dict[str, Any]:
+    """Invite someone: returns the invite and its accept link (valid for 7 days)."""
+    async with request.app.state.engine.begin() as conn:
+        invite, link = await service.create_invite(
+            conn,
+            principal,
+            actor_of(request, principal),
+            email=body.email,
+            role_ids=body.role_ids,
+            public_base_url=request.app.state.settings.public_base_url,
+        )
+    return {"invite": invite, "link": link}
+
+
+@router.get("", operation_id="list_invites")
+async def list_invites(request: Request, _: Inviter) -> list[dict[str, Any]]:
+    """List the newest invite of every user who has not accepted yet."""
+    async with request.app.state.engine.connect() as conn:
+        return await service.pending_invites(conn)
+
+
+@router.post("/{user_id}/resend", status_code=201, operation_id="resend_invite")
+async def resend_invite(user_id: uuid.UUID, request: Request, principal: Inviter) -> dict[str, Any]:
+    """Mint a fresh link for an invited user. The id is the invitee's user id."""
+    async with request.app.state.engine.begin() as conn:
+        invite, link = await service.resend_invite(
+            conn,
+            principal,
+            actor_of(request, principal),
+            user_id,
+            public_base_url=request.app.state.settings.public_base_url,
+        )
+    return {"invite": invite, "link": link}

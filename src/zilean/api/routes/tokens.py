@@ -1,0 +1,55 @@
+"""Personal API tokens for automation: `Authorization: Bearer zat_...`."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request, Response
+from pydantic import BaseModel
+
+from zilean.api.access import actor_of, signed_in
+from zilean.auth import api_tokens as service
+from zilean.auth.principal import Principal
+
+router = APIRouter(prefix="/api/tokens", tags=["tokens"])
+
+Caller = Annotated[Principal, Depends(signed_in())]
+
+
+class TokenCreate(BaseModel):
+    name: str
+    role_id: uuid.UUID
+    expires_in: str = "90d"
+
+
+@router.post("", status_code=201, operation_id="create_token")
+async def create_token(body: TokenCreate, request: Request, principal: Caller) -> dict[str, Any]:
+    """Create a token bound to one role you could grant; the secret is returned once."""
+    async with request.app.state.engine.begin() as conn:
+        token, secret = await service.create_token(
+            conn,
+            principal,
+            actor_of(request, principal),
+            name=body.name,
+            role_id=body.role_id,
+            expires_in=body.expires_in,
+        )
+    return {"token": token, "secret": secret}
+
+
+@router.get("", operation_id="list_tokens")
+async def list_tokens(
+    request: Request, principal: Caller, all: bool = False
+) -> list[dict[str, Any]]:
+    """List your tokens; `?all=true` lists everyone's (needs users:write)."""
+    async with request.app.state.engine.connect() as conn:
+        return await service.list_tokens(conn, principal, everyone=all)
+
+
+@router.delete("/{token_id}", status_code=204, operation_id="revoke_token")
+async def revoke_token(token_id: uuid.UUID, request: Request, principal: Caller) -> Response:
+    """Revoke a token of yours (or anyone's, with users:write)."""
+    async with request.app.state.engine.begin() as conn:
+        await service.revoke_token(conn, principal, actor_of(request, principal), token_id)
+    return Response(status_code=204)
