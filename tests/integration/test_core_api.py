@@ -7,22 +7,12 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from tests.integration.conftest import core_settings
 from zilean.api.app import create_core_app
 from zilean.auth.passwords import hash_password, verify_password
-from zilean.config import CoreSettings, Service, load_settings
 from zilean.db.tables import app_settings, users
 from zilean.errors import ConfigError
 from zilean.services.core import prepare_core
-
-KEY = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
-
-
-def core_settings(database_url: str, **env: str) -> CoreSettings:
-    settings = load_settings(
-        Service.CORE, {"DATABASE_URL": database_url, "SETTINGS_ENCRYPTION_KEY": KEY, **env}
-    )
-    assert isinstance(settings, CoreSettings)
-    return settings
 
 
 @pytest.fixture

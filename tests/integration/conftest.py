@@ -1,0 +1,32 @@
+from __future__ import annotations
+
+import pytest
+from fastapi import FastAPI
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tests.support.actors import Cast, build_cast
+from zilean.api.app import create_core_app
+from zilean.config import CoreSettings, Service, load_settings
+
+KEY = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
+
+
+def core_settings(database_url: str, **env: str) -> CoreSettings:
+    settings = load_settings(
+        Service.CORE, {"DATABASE_URL": database_url, "SETTINGS_ENCRYPTION_KEY": KEY, **env}
+    )
+    assert isinstance(settings, CoreSettings)
+    return settings
+
+
+@pytest.fixture
+def core_app(database_url: str, engine: AsyncEngine) -> FastAPI:
+    """Core's app in process (no lifespan: background loops stay off)."""
+    return create_core_app(
+        core_settings(database_url, PUBLIC_BASE_URL="https://zilean.example.com"), engine
+    )
+
+
+@pytest.fixture
+async def cast(engine: AsyncEngine) -> Cast:
+    return await build_cast(engine)
