@@ -1,12 +1,15 @@
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.support.actors import Cast, build_cast
 from zilean.api.app import create_core_app
-from zilean.config import CoreSettings, Service, load_settings
+from zilean.config import CoreSettings, Service, UiSettings, load_settings
+from zilean.ui.app import create_ui_app
 
 KEY = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
 
@@ -30,3 +33,20 @@ def core_app(database_url: str, engine: AsyncEngine) -> FastAPI:
 @pytest.fixture
 async def cast(engine: AsyncEngine) -> Cast:
     return await build_cast(engine)
+
+
+@pytest.fixture
+def ui_factory(database_url: str, engine: AsyncEngine) -> Callable[..., FastAPI]:
+    """Build the ui service's app with extra environment variables."""
+
+    def make(**env: str) -> FastAPI:
+        settings = load_settings(Service.UI, {"DATABASE_URL": database_url, **env})
+        assert isinstance(settings, UiSettings)
+        return create_ui_app(settings, engine)
+
+    return make
+
+
+@pytest.fixture
+def ui_app(ui_factory: Callable[..., FastAPI]) -> FastAPI:
+    return ui_factory()

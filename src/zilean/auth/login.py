@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from zilean.audit.log import Actor, record
 from zilean.auth.passwords import hash_password, verify_password
-from zilean.auth.sessions import create_session
+from zilean.auth.sessions import create_session, end_session
 from zilean.db.tables import users
 
 LOGIN_FAILED_MESSAGE = "Invalid email or password."
@@ -57,3 +57,15 @@ async def sign_in(
         )
         await record(conn, actor, "auth.login", "user", user["id"])
         return token
+
+
+async def sign_out(engine: AsyncEngine, raw_token: str, *, ip: str | None) -> None:
+    """End one session and audit it; an unknown or already-ended session is a no-op."""
+    async with engine.begin() as conn:
+        user_id = await end_session(conn, raw_token)
+        if user_id is None:
+            return
+        email = (
+            await conn.execute(select(users.c.email).where(users.c.id == user_id))
+        ).scalar_one_or_none()
+        await record(conn, Actor(user_id, email, ip), "auth.logout", "user", user_id)

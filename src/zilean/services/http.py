@@ -13,6 +13,7 @@ import uvicorn
 from zilean.config import ListenAddress
 
 ASGIApp = Callable[[Any, Any, Any], Awaitable[None]]
+MAX_HEADER_BYTES = 64 * 1024
 GRACEFUL_SHUTDOWN = 25  # seconds for in-flight requests, under a 30 s stop grace period
 
 
@@ -51,6 +52,8 @@ def build_server(app: ASGIApp, host: str, port: int) -> Server:
         # Client addresses are ours to interpret (UI_TRUST_PROXY_HEADERS and friends);
         # Uvicorn must not rewrite them from X-Forwarded-For on its own.
         proxy_headers=False,
+        # Bound what one connection can pin: 64 KiB of request headers.
+        h11_max_incomplete_event_size=MAX_HEADER_BYTES,
     )
     return Server(config)
 

@@ -1,13 +1,28 @@
-"""The ui service's ASGI app."""
+"""The ui service's ASGI app: the sign-in, invite and account pages, and their assets."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from zilean.api.app import create_service_app
 from zilean.config import UiSettings
+from zilean.ui import pages
+from zilean.ui.ratelimit import RateLimiter
+
+ASSETS = Path(__file__).parent / "assets"
 
 
 def create_ui_app(settings: UiSettings, engine: AsyncEngine) -> FastAPI:
-    return create_service_app("Zilean UI", settings, engine)
+    app = create_service_app("Zilean UI", settings, engine)
+    # Separate buckets: exhausting sign-in must not block invite acceptance, or the reverse.
+    app.state.login_limiter = RateLimiter(settings.login_rate_per_minute, settings.login_rate_burst)
+    app.state.invite_limiter = RateLimiter(
+        settings.login_rate_per_minute, settings.login_rate_burst
+    )
+    app.include_router(pages.router)
+    app.mount("/admin/assets", StaticFiles(directory=ASSETS), name="assets")
+    return app
