@@ -72,3 +72,14 @@ def csrf_valid(request: Request, fields: dict[str, str]) -> bool:
     cookie = request.cookies.get(CSRF_COOKIE, "")
     submitted = fields.get(CSRF_FIELD, "")
     return bool(cookie) and hmac.compare_digest(cookie.encode(), submitted.encode())
+
+
+STALE_FORM = "This form has expired. Reload the page and try again."
+
+
+async def read_checked_form(request: Request) -> dict[str, str]:
+    """Read a form and insist on a valid CSRF token (403) before anything acts on it."""
+    fields = await read_form(request)
+    if not csrf_valid(request, fields):
+        raise FormError(403, STALE_FORM)
+    return fields

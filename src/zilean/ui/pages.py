@@ -26,8 +26,7 @@ from zilean.errors import InvalidInput
 from zilean.ui.forms import (
     FormError,
     csrf_token,
-    csrf_valid,
-    read_form,
+    read_checked_form,
     set_csrf_cookie,
 )
 from zilean.ui.ratelimit import RateLimiter, client_key
@@ -43,7 +42,6 @@ templates = jinja2.Environment(
 TOO_MANY_LOGINS = "Too many sign-in attempts. Try again in a minute."
 TOO_MANY_INVITES = "Too many attempts. Try again in a minute, then open your invite link again."
 RATE_LIMIT_RETRY_AFTER = "60"
-STALE_FORM = "This form has expired. Reload the page and try again."
 INVALID_INVITE = "This invite link is invalid or has expired. Ask for a new invite."
 INVITE_FORM_SUFFIX = " Open your invite link again."
 
@@ -125,13 +123,11 @@ async def login_form(request: Request, next: str | None = None) -> Response:
 @router.post("/login")
 async def login_submit(request: Request) -> Response:
     try:
-        fields = await read_form(request)
+        fields = await read_checked_form(request)
     except FormError as exc:
         return _login_page(request, exc.status_code, error=exc.message)
     email = fields.get("email", "")
     next_path = safe_next(fields.get("next"))
-    if not csrf_valid(request, fields):
-        return _login_page(request, 403, error=STALE_FORM, email=email, next=next_path)
     limiter: RateLimiter = request.app.state.login_limiter
     settings = _settings(request)
     if not limiter.allow(client_key(request, trust_proxy_headers=settings.trust_proxy_headers)):
@@ -168,11 +164,9 @@ async def login_submit(request: Request) -> Response:
 @router.post("/logout")
 async def logout(request: Request) -> Response:
     try:
-        fields = await read_form(request)
+        await read_checked_form(request)
     except FormError as exc:
         return _login_page(request, exc.status_code, error=exc.message)
-    if not csrf_valid(request, fields):
-        return _login_page(request, 403, error=STALE_FORM)
     cookie = request.cookies.get(SESSION_COOKIE)
     if cookie:
         await sign_out(request.app.state.engine, cookie, ip=client_ip(request))
@@ -203,11 +197,9 @@ async def accept_invite_form(request: Request, token: str = "") -> Response:
 @router.post("/admin/accept-invite")
 async def accept_invite_submit(request: Request) -> Response:
     try:
-        fields = await read_form(request)
+        fields = await read_checked_form(request)
     except FormError as exc:
         return _invite_page(request, exc.status_code, error=exc.message + INVITE_FORM_SUFFIX)
-    if not csrf_valid(request, fields):
-        return _invite_page(request, 403, error=STALE_FORM + INVITE_FORM_SUFFIX)
     limiter: RateLimiter = request.app.state.invite_limiter
     settings = _settings(request)
     if not limiter.allow(client_key(request, trust_proxy_headers=settings.trust_proxy_headers)):
@@ -260,11 +252,9 @@ async def account_password(
     principal: Principal = Depends(signed_in_user),  # noqa: B008
 ) -> Response:
     try:
-        fields = await read_form(request)
+        fields = await read_checked_form(request)
     except FormError as exc:
         return _account_page(request, principal, exc.status_code, error=exc.message)
-    if not csrf_valid(request, fields):
-        return _account_page(request, principal, 403, error=STALE_FORM)
     new_password = fields.get("new_password", "")
     if new_password != fields.get("new_password_confirm", ""):
         return _account_page(request, principal, 400, error="The new passwords do not match.")
