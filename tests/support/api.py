@@ -4,13 +4,17 @@ bearer headers and direct reads of the audit log."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
+import httpx
 from fastapi import FastAPI
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.support.actors import client_for
+from zilean.auth.sessions import SESSION_COOKIE
 from zilean.db.tables import audit_log
 
 FORBIDDEN = {"error": "you do not have permission to perform this action"}
@@ -80,6 +84,17 @@ ADMIN_KEYS = frozenset(
         "notify_settings:write",
     }
 )
+
+
+@asynccontextmanager
+async def served_client(app: FastAPI, session: str) -> AsyncIterator[httpx.AsyncClient]:
+    """Like `client_for`, but an unhandled error comes back as the 500 a server would send,
+    so a test can assert on the status instead of catching the exception."""
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://zilean.test", cookies={SESSION_COOKIE: session}
+    ) as client:
+        yield client
 
 
 def bearer(secret: str) -> dict[str, str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
+from sqlalchemy.exc import DataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from zilean.api.access import Forbidden, InvalidApiToken, NotAuthenticated, PasswordChangeRequired
@@ -52,6 +53,11 @@ def install_error_handlers(app: FastAPI) -> None:
     async def forbidden(_: Request, exc: Exception) -> Response:
         return error_response(403, str(exc))
 
+    async def unstorable(_: Request, exc: Exception) -> Response:
+        # e.g. a NUL character, which Postgres text cannot hold; the transaction rolled back.
+        return error_response(400, "a value in the request cannot be stored (invalid characters?)")
+
+    app.add_exception_handler(DataError, unstorable)
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(ApiError, api_error)

@@ -14,8 +14,17 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from zilean.db.tables import audit_log
 
 MASK = "***"
-# Any key naming a secret is masked at every depth of a snapshot.
-SECRET_KEY_PARTS = ("password", "secret", "token", "api_key", "apikey", "authorization")
+# Keys whose string values are secrets, masked at every depth of a snapshot. Callers mask
+# values that are secret for other reasons (a secret global variable's `value`).
+SECRET_KEYS = frozenset(
+    {"password", "password_hash", "temp_password", "token", "secret", "api_key", "authorization"}
+)
+SECRET_SUFFIXES = ("_secret", "_token", "_api_key")
+
+
+def is_secret_key(key: str) -> bool:
+    lowered = key.lower()
+    return lowered in SECRET_KEYS or lowered.endswith(SECRET_SUFFIXES)
 
 
 @dataclass(frozen=True)
@@ -33,8 +42,7 @@ def mask_secrets(value: Any) -> Any:
         return {
             str(key): (
                 MASK
-                if any(part in str(key).lower() for part in SECRET_KEY_PARTS)
-                and value[key] not in (None, "")
+                if is_secret_key(str(key)) and isinstance(value[key], str) and value[key]
                 else mask_secrets(value[key])
             )
             for key in value

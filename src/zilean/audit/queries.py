@@ -16,6 +16,7 @@ from zilean.db.tables import audit_log
 from zilean.errors import InvalidInput
 
 PAGE_SIZE = 50
+MAX_BIGINT = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -37,9 +38,12 @@ def decode_cursor(cursor: str) -> tuple[datetime, int]:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
         stamp, _, entry_id = raw.partition("|")
-        return datetime.fromisoformat(stamp), int(entry_id)
+        occurred_at, number = datetime.fromisoformat(stamp), int(entry_id)
     except (binascii.Error, UnicodeDecodeError, ValueError):
         raise InvalidInput("cursor is malformed") from None
+    if not 0 < number <= MAX_BIGINT or occurred_at.tzinfo is None:
+        raise InvalidInput("cursor is malformed")
+    return occurred_at, number
 
 
 def parse_time(name: str, value: str | None) -> datetime | None:

@@ -127,6 +127,12 @@ async def resend_invite(
         raise Conflict(f"only an invited user can be re-invited (status {user['status']})")
     held = await load_roles(conn, [role["id"] for role in user["roles"]])
     check_grantable(principal, held)
+    # The newest link is the only live one: earlier links stop working now.
+    await conn.execute(
+        update(invites)
+        .where(invites.c.user_id == user_id, invites.c.accepted_at.is_(None))
+        .values(expires_at=func.least(invites.c.expires_at, func.now()))
+    )
     invite, token = await _mint(conn, user_id, principal.user_id)
     public = _public(invite, user)
     await record(conn, actor, "invite.resend", "user", user_id, after=public)
@@ -135,15 +141,18 @@ async def resend_invite(
 
 async def pending_invites(conn: AsyncConnection) -> list[dict[str, Any]]:
     """The newest invite of every user still `invited`, newest first."""
-    latest = (
-        select(invites)
-        .distinct(invites.c.user_id)
+    ranked = (
+        select(
+            invites,
+            func.row_number()
+            .over(partition_by=invites.c.user_id, order_by=invites.c.created_at.desc())
+            .label("rank"),
+        )
         .join(users, users.c.id == invites.c.user_id)
         .where(users.c.status == "invited", invites.c.accepted_at.is_(None))
-        .order_by(invites.c.user_id, invites.c.created_at.desc())
         .subquery()
     )
-    rows = (await conn.execute(select(latest))).mappings().all()
+    rows = (await conn.execute(select(ranked).where(ranked.c.rank == 1))).mappings().all()
     by_user = {user["id"]: user for user in await _users(conn, [row["user_id"] for row in rows])}
     now = (await conn.execute(select(func.now()))).scalar_one()
     listed = [

@@ -99,6 +99,17 @@ def check_grantable(principal: Principal, role_list: Sequence[Role]) -> None:
             )
 
 
+async def check_manageable(
+    conn: AsyncConnection, principal: Principal, held_role_ids: Sequence[uuid.UUID]
+) -> None:
+    """Refuse (403) acting on a user who holds a role the caller could not grant.
+
+    Resetting, disabling, deleting or re-roling such a user would hand the caller (or lock
+    out) more access than they have.
+    """
+    check_grantable(principal, await load_roles(conn, held_role_ids))
+
+
 async def resolve_role_ids(
     conn: AsyncConnection, principal: Principal, role_ids: Sequence[uuid.UUID]
 ) -> list[Role]:

@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from zilean.audit.log import Actor, record
 from zilean.auth.passwords import MAX_PASSWORD_BYTES, hash_password, verify_password
 from zilean.auth.principal import Principal
-from zilean.auth.roles import Role, load_roles, resolve_role_ids
+from zilean.auth.roles import Role, check_manageable, load_roles, resolve_role_ids
 from zilean.auth.sessions import revoke_user_sessions
 from zilean.auth.tokens import temporary_password
 from zilean.db.tables import user_roles, users
@@ -168,6 +168,12 @@ def _refuse_if_protected(user: dict[str, Any], what: str) -> None:
         raise Conflict(f"the bootstrap Super Admin's {what} cannot be changed")
 
 
+async def _check_manageable(
+    conn: AsyncConnection, principal: Principal, user: dict[str, Any]
+) -> None:
+    await check_manageable(conn, principal, [role["id"] for role in user["roles"]])
+
+
 async def update_user(
     conn: AsyncConnection,
     principal: Principal,
@@ -178,8 +184,14 @@ async def update_user(
     status: str | None,
 ) -> dict[str, Any]:
     before = await get_user(conn, user_id)
+    # The bootstrap protection answers 409 whoever asks, before any permission question.
     if role_ids is not None:
         _refuse_if_protected(before, "roles")
+    if status is not None and status != before["status"]:
+        _refuse_if_protected(before, "status")
+    if role_ids is not None or status is not None:
+        await _check_manageable(conn, principal, before)
+    if role_ids is not None:
         role_list = await resolve_role_ids(conn, principal, role_ids)
         await set_roles(conn, user_id, role_list)
         await conn.execute(
@@ -203,7 +215,6 @@ async def update_user(
     if status is not None and status != before["status"]:
         if status not in USER_STATUSES:
             raise InvalidInput("status must be exactly active or disabled")
-        _refuse_if_protected(before, "status")
         if user_id == principal.user_id:
             raise Conflict("you cannot change the status of your own account")
         if before["status"] == "invited" and status == "active":
@@ -233,6 +244,7 @@ async def reset_password(
     """Give the user a new temporary password, end their sessions, return the password once."""
     user = await get_user(conn, user_id)
     _refuse_if_protected(user, "password")
+    await _check_manageable(conn, principal, user)
     if user["status"] == "invited":
         raise Conflict("this user has not accepted their invite yet; resend it instead")
     password = temporary_password()
@@ -255,6 +267,7 @@ async def delete_user(
 ) -> None:
     user = await get_user(conn, user_id)
     _refuse_if_protected(user, "account")
+    await _check_manageable(conn, principal, user)
     if user_id == principal.user_id:
         raise Conflict("you cannot delete your own account")
     # Sessions, invites, role links and API tokens go with the row (ON DELETE CASCADE).

@@ -1,0 +1,216 @@
+"""Every `/api` route declares exactly one access rule, and it is the spec's.
+
+The static checks read the `Authorize` dependency off each registered route, so a new
+route without an entry in EXPECTED fails here. The behavioural checks call the routes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi import FastAPI
+from fastapi.dependencies.models import Dependant
+from fastapi.routing import APIRoute, iter_route_contexts
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tests.support.actors import Cast, add_user, client_for, sign_in_directly
+from tests.support.api import FORBIDDEN, PASSWORD_CHANGE_REQUIRED, READ_ONLY_KEYS, UNKNOWN_ID
+from zilean.api.access import Authorize
+
+# The spec's table: (method, path) -> the permission it needs, "signed-in" or "public".
+EXPECTED: dict[tuple[str, str], str] = {
+    ("GET", "/api/meta"): "public",
+    ("GET", "/api/account/me"): "signed-in",
+    ("POST", "/api/account/change-password"): "signed-in",
+    ("GET", "/api/users"): "users:read",
+    ("POST", "/api/users"): "users:write",
+    ("PATCH", "/api/users/{user_id}"): "users:write",
+    ("POST", "/api/users/{user_id}/reset-password"): "users:write",
+    ("DELETE", "/api/users/{user_id}"): "users:write",
+    ("GET", "/api/roles"): "roles:read",
+    ("GET", "/api/roles/permissions"): "roles:read",
+    ("POST", "/api/roles"): "roles:write",
+    ("PATCH", "/api/roles/{role_id}"): "roles:write",
+    ("DELETE", "/api/roles/{role_id}"): "roles:write",
+    ("POST", "/api/invites"): "invites:create",
+    ("GET", "/api/invites"): "invites:create",
+    ("POST", "/api/invites/{user_id}/resend"): "invites:create",
+    ("GET", "/api/audit-log"): "audit:read",
+    ("GET", "/api/settings/audit"): "audit:read",
+    ("PUT", "/api/settings/audit"): "audit:write",
+    ("POST", "/api/tokens"): "signed-in",
+    ("GET", "/api/tokens"): "signed-in",
+    ("DELETE", "/api/tokens/{token_id}"): "signed-in",
+}
+# The only routes a user who must change their password may still call.
+PASSWORD_CHANGE_ROUTES = {("GET", "/api/account/me"), ("POST", "/api/account/change-password")}
+
+ROLE_BODY = {"name": "Deployers", "permissions": []}
+# A valid-shaped request for every route that needs a permission Read-Only lacks.
+CAROL_LACKS = [
+    # users:write
+    pytest.param("POST", "/api/users", {"email": "e@example.com", "role_ids": [UNKNOWN_ID]}),
+    # users:write
+    pytest.param("PATCH", "/api/users/{user_id}", {"status": "disabled"}),
+    # users:write
+    pytest.param("POST", "/api/users/{user_id}/reset-password", None),
+    # users:write
+    pytest.param("DELETE", "/api/users/{user_id}", None),
+    # roles:write
+    pytest.param("POST", "/api/roles", ROLE_BODY),
+    # roles:write
+    pytest.param("PATCH", "/api/roles/{role_id}", ROLE_BODY),
+    # roles:write
+    pytest.param("DELETE", "/api/roles/{role_id}", None),
+    # invites:create
+    pytest.param("POST", "/api/invites", {"email": "e@example.com", "role_ids": [UNKNOWN_ID]}),
+    # invites:create
+    pytest.param("GET", "/api/invites", None),
+    # invites:create
+    pytest.param("POST", "/api/invites/{user_id}/resend", None),
+    # audit:read
+    pytest.param("GET", "/api/audit-log", None),
+    # audit:read
+    pytest.param("GET", "/api/settings/audit", None),
+    # audit:write
+    pytest.param("PUT", "/api/settings/audit", {"audit_retention_days": 30}),
+]
+
+
+def _authorizers(dependant: Dependant) -> Iterator[Authorize]:
+    for dependency in dependant.dependencies:
+        if isinstance(dependency.call, Authorize):
+            yield dependency.call
+        yield from _authorizers(dependency)
+
+
+def api_routes(app: FastAPI) -> dict[tuple[str, str], list[Authorize]]:
+    """Every registered `/api` endpoint, by (method, path), with its `Authorize` dependencies.
+
+    Since FastAPI 0.137 `app.routes` holds included routers unflattened;
+    `iter_route_contexts` yields one context per endpoint with its full path.
+    """
+    found: dict[tuple[str, str], list[Authorize]] = {}
+    for context in iter_route_contexts(app.routes):
+        if not isinstance(context.original_route, APIRoute):
+            continue
+        path = context.path
+        assert path is not None
+        if not path.startswith("/api"):
+            continue
+        for method in context.methods or ():
+            assert (method, path) not in found, f"{method} {path} is registered twice"
+            found[(method, path)] = list(_authorizers(context.dependant))
+    return found
+
+
+def concrete(path: str) -> str:
+    return re.sub(r"\{[^}]+\}", UNKNOWN_ID, path)
+
+
+async def send(client: Any, method: str, path: str, body: object = None) -> Any:
+    if body is None:
+        return await client.request(method, concrete(path))
+    return await client.request(method, concrete(path), json=body)
+
+
+def test_the_registered_api_routes_are_exactly_the_specified_ones(core_app: FastAPI) -> None:
+    assert set(api_routes(core_app)) == set(EXPECTED)
+
+
+def test_every_api_route_declares_exactly_one_access_rule(core_app: FastAPI) -> None:
+    counts = {key: len(found) for key, found in api_routes(core_app).items()}
+    assert counts == dict.fromkeys(counts, 1)
+
+
+def test_every_api_route_declares_the_specified_access(core_app: FastAPI) -> None:
+    declared = {key: found[0].access.describe() for key, found in api_routes(core_app).items()}
+    assert declared == EXPECTED
+
+
+def test_only_the_account_routes_allow_a_pending_password_change(core_app: FastAPI) -> None:
+    allowing = {
+        key for key, found in api_routes(core_app).items() if found[0].access.allow_password_change
+    }
+    assert allowing == PASSWORD_CHANGE_ROUTES
+
+
+def test_the_refusal_table_covers_every_route_read_only_cannot_use() -> None:
+    needing_more = {
+        key for key, access in EXPECTED.items() if ":" in access and access not in READ_ONLY_KEYS
+    }
+    assert {(p.values[0], p.values[1]) for p in CAROL_LACKS} == needing_more
+
+
+@pytest.mark.parametrize(("method", "path", "body"), CAROL_LACKS)
+async def test_it_refuses_read_only_a_route_needing_a_permission_she_lacks(
+    core_app: FastAPI, cast: Cast, method: str, path: str, body: object
+) -> None:
+    async with client_for(core_app, cast.carol.session) as carol:
+        response = await send(carol, method, path, body)
+    assert (response.status_code, response.json()) == (403, FORBIDDEN)
+
+
+async def test_it_checks_the_permission_before_validating_the_body(
+    core_app: FastAPI, cast: Cast
+) -> None:
+    async with client_for(core_app, cast.carol.session) as carol:
+        response = await carol.post("/api/roles", json={"unexpected": True})
+    assert (response.status_code, response.json()) == (403, FORBIDDEN)
+
+
+async def test_it_lets_read_only_use_the_routes_her_permissions_cover(
+    core_app: FastAPI, cast: Cast
+) -> None:
+    async with client_for(core_app, cast.carol.session) as carol:
+        statuses = {
+            key: (await send(carol, *key)).status_code
+            for key, access in EXPECTED.items()
+            if access in READ_ONLY_KEYS and key[0] == "GET"
+        }
+    assert statuses == dict.fromkeys(statuses, 200)
+    assert set(statuses) == {
+        ("GET", "/api/users"),
+        ("GET", "/api/roles"),
+        ("GET", "/api/roles/permissions"),
+    }
+
+
+async def test_it_sends_a_caller_without_a_session_to_the_login_page_from_every_private_route(
+    core_app: FastAPI, cast: Cast
+) -> None:
+    answers = {}
+    async with client_for(core_app) as anonymous:
+        for key, access in EXPECTED.items():
+            if access != "public":
+                response = await send(anonymous, *key, {})
+                answers[key] = (response.status_code, response.headers.get("location"))
+    assert answers == dict.fromkeys(answers, (302, "/login"))
+    assert len(answers) == len(EXPECTED) - 1
+
+
+async def test_it_refuses_every_other_route_while_a_password_change_is_pending(
+    core_app: FastAPI, engine: AsyncEngine, cast: Cast
+) -> None:
+    # A Super Admin, so nothing but the pending password change can refuse them.
+    pending = await add_user(
+        engine,
+        "pending@example.com",
+        [cast.role_ids["super_admin"]],
+        super_admin=True,
+        must_change_password=True,
+    )
+    session = await sign_in_directly(engine, pending)
+    refused = {}
+    async with client_for(core_app, session) as client:
+        for key, access in EXPECTED.items():
+            if access != "public" and key not in PASSWORD_CHANGE_ROUTES:
+                response = await send(client, *key, {})
+                refused[key] = (response.status_code, response.json())
+        me = await client.get("/api/account/me")
+    assert refused == dict.fromkeys(refused, (403, PASSWORD_CHANGE_REQUIRED))
+    assert me.status_code == 200
+    assert me.json()["must_change_password"] is True
