@@ -12,9 +12,11 @@ from sqlalchemy import (
     CheckConstraint,
     Column,
     DateTime,
+    Float,
     ForeignKey,
     Identity,
     Index,
+    Integer,
     LargeBinary,
     MetaData,
     Table,
@@ -159,3 +161,102 @@ audit_log = Table(
 )
 Index("ix_audit_log_occurred_at_id", audit_log.c.occurred_at.desc(), audit_log.c.id.desc())
 Index("ix_audit_log_actor_user_id", audit_log.c.actor_user_id)
+
+scheduled_jobs = Table(
+    "scheduled_jobs",
+    metadata,
+    Column("id", Uuid, primary_key=True),
+    Column("name", Text, nullable=False),
+    Column("group_name", Text, nullable=False, server_default=""),
+    Column("enabled", Boolean, nullable=False, server_default=text("true")),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    # Scheduling
+    Column("schedule_type", Text, nullable=False, server_default="cron"),
+    Column("cron_expression", Text, nullable=False, server_default=""),
+    Column("timezone", Text, nullable=False, server_default=""),  # empty: the process TZ
+    Column("run_at", DateTime(timezone=True), nullable=True),
+    Column("run_at_fired_at", DateTime(timezone=True), nullable=True),
+    Column("one_off_after_run", Text, nullable=False, server_default="keep"),
+    Column("webhook_token_hash", LargeBinary, nullable=True, unique=True),
+    Column("webhook_token_hint", Text, nullable=True),
+    Column("webhook_token_rotated_at", DateTime(timezone=True), nullable=True),
+    # Type
+    Column("job_type", Text, nullable=False, server_default="http"),
+    # HTTP
+    Column("http_method", Text, nullable=False, server_default="GET"),
+    Column("url", Text, nullable=False, server_default=""),
+    Column("query_params", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("body", Text, nullable=True),  # raw JSON text, sent verbatim
+    Column("headers", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("auth_type", Text, nullable=False, server_default="none"),
+    Column("auth_config", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("auth_secret", LargeBinary, nullable=True),  # AES-256-GCM under the master key
+    # Script
+    Column("script_body", Text, nullable=False, server_default=""),
+    Column("script_args", JSONB, nullable=False, server_default=text("'[]'::jsonb")),
+    Column("script_secret_vars", JSONB, nullable=False, server_default=text("'[]'::jsonb")),
+    Column("capabilities", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    # Execution
+    Column("exec_timeout_ms", Integer, nullable=False, server_default="60000"),
+    Column("pool_count", Integer, nullable=False, server_default="1"),
+    Column("overlap_policy", Text, nullable=False, server_default="skip"),
+    # Loop
+    Column("loop_enabled", Boolean, nullable=False, server_default=text("false")),
+    Column("loop_response_path", Text, nullable=False, server_default="result.remaining"),
+    Column("loop_delay_ms", Integer, nullable=False, server_default="1000"),
+    Column("loop_jitter_ms", Integer, nullable=False, server_default="0"),
+    Column("loop_max_iterations", Integer, nullable=False, server_default="50"),
+    # Retry
+    Column("retry_enabled", Boolean, nullable=False, server_default=text("true")),
+    Column("retry_mode", Text, nullable=False, server_default="exponential"),
+    Column("retry_base_delay_ms", Integer, nullable=False, server_default="1000"),
+    Column("retry_multiplier", Float, nullable=False, server_default="2"),
+    Column("retry_max_delay_ms", Integer, nullable=False, server_default="30000"),
+    Column("retry_max_attempts", Integer, nullable=False, server_default="5"),
+    Column("on_failure_url", Text, nullable=False, server_default=""),
+    # Notifications
+    Column("notify_on", Text, nullable=False, server_default="none"),
+    Column("notify_all_targets", Boolean, nullable=False, server_default=text("false")),
+    Column("notify_targets", JSONB, nullable=False, server_default=text("'[]'::jsonb")),
+    # Server-managed
+    Column("running_since_by_pool", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("invocations_total", BigInteger, nullable=False, server_default="0"),
+    Column("invocations_completed", BigInteger, nullable=False, server_default="0"),
+    Column("invocations_failed", BigInteger, nullable=False, server_default="0"),
+)
+Index("ix_scheduled_jobs_group_name_name", scheduled_jobs.c.group_name, scheduled_jobs.c.name)
+
+disabled_groups = Table(
+    "disabled_groups",
+    metadata,
+    Column("group_name", Text, primary_key=True),
+    Column("disabled_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+
+global_variables = Table(
+    "global_variables",
+    metadata,
+    Column("id", Uuid, primary_key=True),
+    Column("name", Text, nullable=False, unique=True),
+    Column("value", Text, nullable=False, server_default=""),  # plaintext; empty when secret
+    Column("secret_value", LargeBinary, nullable=True),  # AES-256-GCM (master key) when secret
+    # A second copy under the derived script key, only while allow_in_scripts is on, so
+    # script workers can decrypt exactly the secrets opted into scripts and nothing else.
+    Column("script_secret_value", LargeBinary, nullable=True),
+    Column("is_secret", Boolean, nullable=False, server_default=text("false")),
+    Column("allow_in_scripts", Boolean, nullable=False, server_default=text("false")),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+
+script_volumes = Table(
+    "script_volumes",
+    metadata,
+    Column("name", Text, primary_key=True),
+    Column("max_mode", Text, nullable=False),
+    Column("description", Text, nullable=False, server_default=""),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    CheckConstraint("max_mode IN ('ro', 'rw')", name="max_mode"),
+)

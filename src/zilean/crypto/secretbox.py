@@ -1,0 +1,40 @@
+"""Secrets at rest: AES-256-GCM with a random nonce and the row's identity as associated data.
+
+Binding each ciphertext to what it belongs to (for example `job-auth:<job id>`) means a
+ciphertext copied into another row does not decrypt there.
+"""
+
+from __future__ import annotations
+
+import os
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from zilean.errors import ZileanError
+
+VERSION = b"\x01"  # format marker, so a future key rotation can tell blobs apart
+NONCE_BYTES = 12
+
+
+class SecretUnreadable(ZileanError):
+    """A stored secret cannot be decrypted with this key (was the key rotated?)."""
+
+
+class SecretBox:
+    def __init__(self, key: bytes) -> None:
+        self._aead = AESGCM(key)
+
+    def seal(self, plaintext: str, context: str) -> bytes:
+        nonce = os.urandom(NONCE_BYTES)
+        sealed = self._aead.encrypt(nonce, plaintext.encode("utf-8"), context.encode("utf-8"))
+        return VERSION + nonce + sealed
+
+    def open(self, blob: bytes, context: str) -> str:
+        if not blob.startswith(VERSION) or len(blob) < 1 + NONCE_BYTES + 16:
+            raise SecretUnreadable()
+        nonce, sealed = blob[1 : 1 + NONCE_BYTES], blob[1 + NONCE_BYTES :]
+        try:
+            return self._aead.decrypt(nonce, sealed, context.encode("utf-8")).decode("utf-8")
+        except (InvalidTag, UnicodeDecodeError):
+            raise SecretUnreadable() from None
