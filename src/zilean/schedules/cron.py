@@ -10,13 +10,13 @@ does), so a daily job runs once a day whatever the clocks do:
   falls in a gap it fires once, at the first real instant after the gap (02:30 on the
   spring-forward day in America/New_York fires at 03:00 EDT).
 * Any other job fires at every real occurrence of a matching wall-clock time: both
-  passes of a repeated hour, none in a gap (`0 * * * *` runs at 01:00 EST, 01:00 EDT...).
+  passes of a repeated hour, none in a gap (`0 * * * *` runs at 01:00 EDT, then 01:00 EST).
 
 How it stays fast: fields are bitmasks, whole months and days are skipped with masks, and
 within a day the next matching minute is a table lookup. The zone is consulted per day:
 four `utcoffset` calls tell whether the day's offset changes; only on such a day (two a
 year) is the exact change instant found, by bisection. Every tzdata zone since 1900 has
-at least four days between offset changes, so one change per day is all we handle.
+nearly four days or more between offset changes, so one change per day is all we handle.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from zilean.schedules.errors import ScheduleError
 DAY = 86_400  # seconds
 MINUTES_PER_DAY = 1_440
 # The longest wait between fires of an expression that can fire is 8 years: 29 February
-# across 2100, which is not a leap year. Searching 10 keeps a margin; past it, None.
+# across 2100, which is not a leap year. Searching ten keeps a margin; past it, None.
 SEARCH_DAYS = 3_660  # days
 COMPILE_CACHE_SIZE = 1_024  # distinct (expression, zone) pairs kept parsed
 _DAY_CACHE_SIZE = 64  # days whose UTC offsets one schedule remembers
@@ -82,7 +82,9 @@ class CronSchedule:
     """A cron expression evaluated in one time zone.
 
     Construction parses the expression (raising ScheduleError) and precomputes lookup
-    tables, so build it once per (expression, zone): `compile_cron` caches it.
+    tables, so build it once per (expression, zone): `compile_cron` caches it. Instances
+    are safe to share between threads: the only mutable state is a cache of per-day
+    offsets whose entries are deterministic, so a race costs a recomputation at most.
     """
 
     __slots__ = (

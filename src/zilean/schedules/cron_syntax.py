@@ -7,8 +7,10 @@ can in those two fields. Descriptors `@yearly`, `@annually`, `@monthly`, `@weekl
 `@daily`, `@midnight` and `@hourly` are shorthands (case-sensitive, as robfig has them).
 
 Stricter than robfig, on purpose: a `TZ=`/`CRON_TZ=` prefix is refused (the zone is set
-separately, and a second source of truth would be ambiguous), `*-N` is refused (robfig
-silently reads it as `*`), and numbers are plain ASCII digits (robfig takes `+5`).
+separately, and a second source of truth would be ambiguous); `*-N` is refused (robfig
+silently reads it as `*`); an empty list item as in `5,,6` is refused (robfig skips it,
+and a field of bare commas would never match); numbers are plain ASCII digits (robfig
+also takes `+5`).
 """
 
 from __future__ import annotations
@@ -45,7 +47,6 @@ DESCRIPTORS: Mapping[str, str] = {
 _ZONE_PREFIX = re.compile(r"(cron_)?tz=", re.IGNORECASE)
 _MAX_SHOWN = 100  # characters of the user's input echoed back in a message
 _MAX_DIGITS = 6  # longer numbers are out of every range; keeps int() cheap on absurd input
-_HUGE_STEP = 1_000_000  # a step with more than _MAX_DIGITS digits acts like this one
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,9 +112,10 @@ def _number(text: str, bounds: _Bounds, item: str, what: str) -> int:
             raise _item_error(bounds, item, "the step must be a whole number, at least 1")
         raise _item_error(bounds, item, f"expected a number {bounds.allowed}")
     if len(text.lstrip("0")) > _MAX_DIGITS:
-        if what == "step":
-            return _HUGE_STEP  # any step this long selects only the range's first value
-        raise _item_error(bounds, item, f"{text} is outside {bounds.allowed}")
+        reason = (
+            "the step is too large" if what == "step" else f"{text} is outside {bounds.allowed}"
+        )
+        raise _item_error(bounds, item, reason)
     return int(text)
 
 

@@ -24,10 +24,13 @@ _UNITS: dict[str, int] = {  # nanoseconds per unit; both micro signs are Go's
 }
 _LIMIT = 1 << 63  # nanoseconds; Go's time.Duration is a signed 64-bit count
 _UNIT_HINT = "use ns, us, ms, s, m or h"
+_SHAPE_HINT = "expected a number and a unit, such as 90s, 5m or 1h30m"
+_MAX_SHOWN = 80  # characters of the user's input echoed back in a message
 
 
 def _error(text: str, reason: str) -> ScheduleError:
-    return ScheduleError(FIELD, f'invalid @every duration "{text}": {reason}')
+    shown = text if len(text) <= _MAX_SHOWN else text[: _MAX_SHOWN - 3] + "..."
+    return ScheduleError(FIELD, f'invalid @every duration "{shown}": {reason}')
 
 
 def _digits(s: str, i: int) -> int:
@@ -53,12 +56,12 @@ def parse_duration(text: str) -> int:
     if s == "0":
         return 0
     if not s:
-        raise _error(text, "expected a number and a unit, such as 90s, 5m or 1h30m")
+        raise _error(text, _SHAPE_HINT)
     total = 0
     i = 0
     while i < len(s):
         if not (s[i] == "." or "0" <= s[i] <= "9"):
-            raise _error(text, "expected a number and a unit, such as 90s, 5m or 1h30m")
+            raise _error(text, _SHAPE_HINT)
         end = _digits(s, i)
         whole_digits = s[i:end].lstrip("0")
         has_whole = end > i
@@ -79,7 +82,7 @@ def parse_duration(text: str) -> int:
                 fraction, scale = candidate, scale * 10
             i = end
         if not (has_whole or has_fraction):
-            raise _error(text, "expected a number and a unit, such as 90s, 5m or 1h30m")
+            raise _error(text, _SHAPE_HINT)
         end = i
         while end < len(s) and not (s[end] == "." or "0" <= s[end] <= "9"):
             end += 1
@@ -138,7 +141,7 @@ def parse_every(expression: str) -> RateSchedule:
     """Parse `@every <duration>` (surrounding whitespace ignored) into a RateSchedule."""
     text = expression.strip()
     if not text.startswith(EVERY_PREFIX):
-        shown = text if len(text) <= 80 else text[:77] + "..."
+        shown = text if len(text) <= _MAX_SHOWN else text[: _MAX_SHOWN - 3] + "..."
         raise ScheduleError(
             FIELD,
             f'a rate schedule must be written "@every <duration>", such as "@every 5m"; '
