@@ -51,3 +51,44 @@ def test_the_single_origin_serves_every_service_over_a_real_socket(apps: OriginA
         schema = httpx.get(f"{base}/api/openapi.json")
         assert schema.json()["info"]["title"] == "Zilean admin API"
         assert httpx.get(f"{base}/openapi.json").status_code == 404  # ui publishes no schema
+
+
+async def test_core_sweeps_old_audit_entries_and_stale_sessions_while_it_serves(
+    apps: OriginApps, engine: AsyncEngine
+) -> None:
+    import asyncio
+    import uuid
+    from datetime import timedelta
+
+    from sqlalchemy import func, insert, select
+
+    from zilean.db.tables import audit_log, sessions, users
+
+    async with engine.begin() as conn:
+        user_id = uuid.uuid4()
+        await conn.execute(insert(users).values(id=user_id, email="old@example.com"))
+        await conn.execute(
+            insert(audit_log).values(
+                action="user.create",
+                resource_type="user",
+                occurred_at=func.now() - timedelta(days=400),
+            )
+        )
+        await conn.execute(
+            insert(sessions).values(
+                token_hash=b"x" * 32, user_id=user_id, expires_at=func.now() - timedelta(days=3)
+            )
+        )
+
+    async def leftovers() -> int:
+        async with engine.connect() as conn:
+            old_audit = (await conn.execute(select(func.count()).select_from(audit_log))).scalar()
+            old_sessions = (await conn.execute(select(func.count()).select_from(sessions))).scalar()
+        return int(old_audit or 0) + int(old_sessions or 0)
+
+    with live_server(apps.core):  # the lifespan starts the daily sweep at once
+        for _ in range(200):
+            if await leftovers() == 0:
+                break
+            await asyncio.sleep(0.025)
+    assert await leftovers() == 0

@@ -36,13 +36,18 @@ class Actor:
     ip: str | None
 
 
+def _has_content(value: Any) -> bool:
+    """Flags (`is_secret: true`) and empty values say nothing secret; anything else might."""
+    return not isinstance(value, bool) and value not in (None, "", [], {})
+
+
 def mask_secrets(value: Any) -> Any:
     """Return a JSON-ready copy of `value` with every secret-looking key's value masked."""
     if isinstance(value, Mapping):
         return {
             str(key): (
                 MASK
-                if is_secret_key(str(key)) and isinstance(value[key], str) and value[key]
+                if is_secret_key(str(key)) and _has_content(value[key])
                 else mask_secrets(value[key])
             )
             for key in value

@@ -11,14 +11,14 @@ import os
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from zilean.errors import ZileanError
+from zilean.errors import Conflict
 
 VERSION = b"\x01"  # format marker, so a future key rotation can tell blobs apart
 NONCE_BYTES = 12
 
 
-class SecretUnreadable(ZileanError):
-    """A stored secret cannot be decrypted with this key (was the key rotated?)."""
+class SecretUnreadable(Conflict):
+    """a stored secret cannot be decrypted with the current key (was it rotated?); enter it again"""
 
 
 class SecretBox:

@@ -1,0 +1,1 @@
+"""The job registry: job rows and what they reference (global variables, script volumes)."""

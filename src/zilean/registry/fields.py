@@ -1,0 +1,163 @@
+"""Every settable job field: its type, default and bounds, in one model.
+
+The model is what `POST`/`PUT /api/jobs` and the CSV import accept, and what the OpenAPI
+schema documents. Rules that span fields (HTTP versus script fields, one-off limits,
+auth shapes) live in `validation.py`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MAX_EXEC_TIMEOUT_MS = 1_800_000  # 30 minutes
+MIN_GROOVY_EXEC_TIMEOUT_MS = 10_000
+MAX_POOL_COUNT = 20
+MAX_RETRY_ATTEMPTS = 100
+MAX_NAME_LENGTH = 255
+
+
+class JobType(StrEnum):
+    HTTP = "http"
+    BASH = "bash"
+    JAVASCRIPT = "javascript"
+    TYPESCRIPT = "typescript"
+    GROOVY = "groovy"
+    PYTHON = "python"
+
+    @property
+    def is_script(self) -> bool:
+        return self is not JobType.HTTP
+
+
+class AuthType(StrEnum):
+    NONE = "none"
+    BEARER = "bearer"
+    BASIC = "basic"
+    API_KEY = "api_key"
+
+
+class OverlapPolicy(StrEnum):
+    SKIP = "skip"  # one lock per pool index; a firing for a busy index is dropped
+    ALLOW = "allow"  # never locks
+
+
+class RetryMode(StrEnum):
+    EXPONENTIAL = "exponential"  # min(base x multiplier^(attempt-1), max), no jitter
+    FIXED = "fixed"  # every retry waits retry_base_delay_ms
+    EXPONENTIAL_JITTER = "exponential_jitter"  # uniform in [0, the exponential delay]
+
+
+class NotifyOn(StrEnum):
+    NONE = "none"
+    SUCCESS = "success"
+    FAILURE = "failure"
+    BOTH = "both"
+
+
+class OneOffAfterRun(StrEnum):
+    KEEP = "keep"  # disable the row and leave it
+    DELETE = "delete"  # remove the row
+
+
+NOTIFY_FIELDS = ("notify_on", "notify_all_targets", "notify_targets")
+HTTP_FIELDS = ("url", "query_params", "body", "headers", "auth_type", "auth_config")
+SCRIPT_FIELDS = ("script_body", "script_args", "script_secret_vars", "capabilities")
+
+Milliseconds = Annotated[int, Field(ge=0, le=86_400_000)]
+
+
+class JobWrite(BaseModel):
+    """A job as clients send it. `PUT` takes the whole object; omitted fields take defaults."""
+
+    model_config = ConfigDict(extra="ignore", use_enum_values=False)
+
+    name: str = Field(min_length=1, max_length=MAX_NAME_LENGTH, description="Required.")
+    group_name: str = Field(
+        "",
+        description="`/` nests groups. Segments are trimmed and blank ones dropped; "
+        "at most 255 bytes and 16 levels after that.",
+    )
+    enabled: bool = True
+
+    schedule_type: str = Field("cron", description="`cron`, `rate`, `one_off` or `webhook`.")
+    cron_expression: str = Field(
+        "",
+        description="5-field cron or a descriptor (`cron`); `@every <duration>` (`rate`). "
+        "Ignored for `one_off` and `webhook`.",
+    )
+    timezone: str = Field(
+        "", description="IANA zone cron is evaluated in; empty means the server's `TZ`."
+    )
+    run_at: datetime | None = Field(
+        None, description="`one_off` only: in the future until fired, then immutable."
+    )
+    one_off_after_run: str = Field(
+        "keep", description="`keep` disables the row after it runs, `delete` removes it; "
+        "any other value means `keep`."
+    )  # fmt: skip
+
+    job_type: str = Field(
+        "http", description="`http`, `bash`, `javascript`, `typescript`, `groovy`, `python`. "
+        "Immutable after creation."
+    )  # fmt: skip
+
+    http_method: str = Field("GET", max_length=16)
+    url: str = Field("", description="Required for HTTP jobs. Supports `{{variable}}`.")
+    query_params: dict[str, str] = Field(
+        default_factory=dict, description="Override same-named URL parameters."
+    )
+    body: Any = Field(None, description="Any JSON value, sent verbatim after substitution.")
+    headers: dict[str, str] = Field(default_factory=dict)
+    auth_type: str = Field("none", description="`none`, `bearer`, `basic` or `api_key`.")
+    auth_config: dict[str, Any] = Field(
+        default_factory=dict,
+        description="bearer `{token}`, basic `{username, password}`, api_key "
+        "`{api_key, header_name}`. Secrets are write-only; an empty secret on PUT keeps it.",
+    )
+
+    script_body: str = Field("", description="The script, run verbatim.")
+    script_args: list[str] = Field(default_factory=list)
+    script_secret_vars: list[str] = Field(
+        default_factory=list,
+        description="Secret global variables this job may receive as `GLOBALVAR_<name>`.",
+    )
+    capabilities: dict[str, Any] | None = Field(
+        None,
+        description='Script volumes: `{"volumes": [{"name": "reports", "mode": "rw"}]}`. '
+        "Omitted on PUT: the stored declaration is kept.",
+    )
+
+    exec_timeout_ms: int = Field(
+        60_000, ge=1, le=MAX_EXEC_TIMEOUT_MS, description="One attempt; Groovy needs 10000+."
+    )
+    pool_count: int = Field(1, ge=1, le=MAX_POOL_COUNT, description="Must be 1 for `one_off`.")
+    overlap_policy: str = Field("skip", description="`skip` or `allow`.")
+
+    loop_enabled: bool = False
+    loop_response_path: str = Field(
+        "result.remaining", description="gjson path; the loop continues on a number > 0."
+    )
+    loop_delay_ms: Milliseconds = 1000
+    loop_jitter_ms: Milliseconds = 0
+    loop_max_iterations: int = Field(50, ge=1, le=100_000)
+
+    retry_enabled: bool = True
+    retry_mode: str = Field("exponential", description="`exponential`, `fixed` or "
+                            "`exponential_jitter`.")  # fmt: skip
+    retry_base_delay_ms: int = Field(1000, description="Coalesced to 1000 when <= 0.")
+    retry_multiplier: float = Field(2.0, description="Coalesced to 2 when <= 1.")
+    retry_max_delay_ms: int = Field(30_000, description="Coalesced to 300000 when <= 0.")
+    retry_max_attempts: int = Field(
+        5, ge=1, le=MAX_RETRY_ATTEMPTS, description="The attempt budget, fixed at insert."
+    )
+    on_failure_url: str = Field(
+        "", description="An absolute http(s) URL called once when a run finally fails."
+    )
+
+    notify_on: str = Field("none", description="`none`, `success`, `failure` or `both`.")
+    notify_all_targets: bool = False
+    notify_targets: list[int] = Field(default_factory=list)
