@@ -89,16 +89,17 @@ def parse_choice(name: str, value: str | None, kind: type[E], default: E) -> E:
 class CsvRow:
     number: int  # 1-based, counting data rows only (the header is not a row)
     cells: dict[str, str]  # column -> cell text, for the columns the header names
-    extra_cells: int = 0  # cells past the header's last column
+    stray_values: int = 0  # non-blank cells under no column name, or past the header
 
 
 def read_csv(data: bytes) -> list[CsvRow]:
     """Parse an uploaded file into rows, or refuse the whole file with InvalidInput.
 
     The file is UTF-8, with or without a byte-order mark. The header must name a `name`
-    column and only known columns, each once; a column left out is blank on every row.
-    Rows whose cells are all blank (a spreadsheet's trailing lines) are left out but
-    keep their number, so numbers still count from the first data row.
+    column and only known columns (in any case), each once; a column left out is blank
+    on every row. Columns with a blank name (a spreadsheet's trailing commas) must stay
+    blank. Rows whose cells are all blank (a spreadsheet's trailing lines) are left out
+    but keep their number, so numbers still count from the first data row.
     """
     try:
         text = data.decode("utf-8-sig")
@@ -109,7 +110,7 @@ def read_csv(data: bytes) -> list[CsvRow]:
     csv.field_size_limit(max(csv.field_size_limit(), MAX_UPLOAD_BYTES))
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     try:
-        header = [column.strip() for column in next(reader, [])]
+        header = [column.strip().lower() for column in next(reader, [])]
         if not any(header):
             raise InvalidInput("the file is empty: it needs a header row naming the columns")
         _check_header(header)
@@ -117,11 +118,14 @@ def read_csv(data: bytes) -> list[CsvRow]:
         for number, cells in enumerate(reader, start=1):
             if all(not cell.strip() for cell in cells):
                 continue
+            named = list(zip(header, cells, strict=False))
+            stray = [cell for cell in cells[len(header) :] if cell.strip()]
+            stray += [cell for column, cell in named if not column and cell.strip()]
             rows.append(
                 CsvRow(
                     number=number,
-                    cells=dict(zip(header, cells, strict=False)),
-                    extra_cells=max(0, len(cells) - len(header)),
+                    cells={column: cell for column, cell in named if column},
+                    stray_values=len(stray),
                 )
             )
     except csv.Error as exc:
@@ -130,12 +134,12 @@ def read_csv(data: bytes) -> list[CsvRow]:
 
 
 def _check_header(header: list[str]) -> None:
-    unknown = [column for column in header if column not in FIELD_OF]
+    unknown = [column for column in header if column and column not in FIELD_OF]
     if unknown:
         raise InvalidInput(
             f"unknown column(s): {', '.join(unknown)}; the template lists the accepted columns"
         )
-    repeated = sorted({column for column in header if header.count(column) > 1})
+    repeated = sorted({column for column in header if column and header.count(column) > 1})
     if repeated:
         raise InvalidInput(f"column(s) named more than once: {', '.join(repeated)}")
     if "name" not in header:
@@ -192,7 +196,7 @@ def merge(
             target_blank or priority is MergePriority.SOURCE or name == "job_type"
         ):
             merged[name] = source[name]
-        elif name != "capabilities":
+        elif name != "capabilities" and theirs is not None:
             merged[name] = theirs
     return merged
 
@@ -305,8 +309,10 @@ async def _matching_ids(conn: AsyncConnection, group_name: str, name: str) -> li
 async def _import_row(
     conn: AsyncConnection, row: CsvRow, result: RowResult, run: ImportRun
 ) -> None:
-    if row.extra_cells:
-        raise InvalidInput(f"the row has {row.extra_cells} more cell(s) than the header")
+    if row.stray_values:
+        raise InvalidInput(
+            f"the row has {row.stray_values} value(s) outside the header's named columns"
+        )
     values = decode_cells(row.cells)
     if not result.name:
         raise InvalidInput("name is required")

@@ -67,6 +67,7 @@ NOTIFY_FIELDS = ("notify_on", "notify_all_targets", "notify_targets")
 HTTP_FIELDS = ("url", "query_params", "body", "headers", "auth_type", "auth_config")
 SCRIPT_FIELDS = ("script_body", "script_args", "script_secret_vars", "capabilities")
 
+# Pydantic leaves factory defaults out of the schema: `json_schema_extra` below states them.
 Milliseconds = Annotated[int, Field(ge=0, le=86_400_000)]
 
 
@@ -108,21 +109,25 @@ class JobWrite(BaseModel):
     http_method: str = Field("GET", max_length=16)
     url: str = Field("", description="Required for HTTP jobs. Supports `{{variable}}`.")
     query_params: dict[str, str] = Field(
-        default_factory=dict, description="Override same-named URL parameters."
+        default_factory=dict,
+        description="Override same-named URL parameters.",
+        json_schema_extra={"default": {}},
     )
     body: Any = Field(None, description="Any JSON value, sent verbatim after substitution.")
-    headers: dict[str, str] = Field(default_factory=dict)
+    headers: dict[str, str] = Field(default_factory=dict, json_schema_extra={"default": {}})
     auth_type: str = Field("none", description="`none`, `bearer`, `basic` or `api_key`.")
     auth_config: dict[str, Any] = Field(
         default_factory=dict,
+        json_schema_extra={"default": {}},
         description="bearer `{token}`, basic `{username, password}`, api_key "
         "`{api_key, header_name}`. Secrets are write-only; an empty secret on PUT keeps it.",
     )
 
     script_body: str = Field("", description="The script, run verbatim.")
-    script_args: list[str] = Field(default_factory=list)
+    script_args: list[str] = Field(default_factory=list, json_schema_extra={"default": []})
     script_secret_vars: list[str] = Field(
         default_factory=list,
+        json_schema_extra={"default": []},
         description="Secret global variables this job may receive as `GLOBALVAR_<name>`.",
     )
     capabilities: dict[str, Any] | None = Field(
@@ -160,4 +165,4 @@ class JobWrite(BaseModel):
 
     notify_on: str = Field("none", description="`none`, `success`, `failure` or `both`.")
     notify_all_targets: bool = False
-    notify_targets: list[int] = Field(default_factory=list)
+    notify_targets: list[int] = Field(default_factory=list, json_schema_extra={"default": []})

@@ -39,7 +39,6 @@ from zilean.schedules import ScheduleType, parse_schedule
 SCRIPT_PERMISSION_MESSAGE = "script jobs require the jobs:script permission"
 _METHOD = re.compile(r"^[A-Z]{1,16}$")
 _VARIABLE_NAME = re.compile(r"^[A-Za-z0-9_]+$")
-_OWN_WEBHOOK = "/api/webhooks/{id}"
 
 
 @dataclass(frozen=True)
@@ -73,9 +72,22 @@ def _check_url(url: str, job_id: uuid.UUID | None) -> str:
     head = url.split("/", 3)[:3]
     if "{{" not in "/".join(head):
         _absolute_http_url("url", url)
-    if job_id is not None and _OWN_WEBHOOK.format(id=job_id) in urlsplit(url).path:
+    if job_id is not None and _targets_own_webhook(url, job_id):
         raise InvalidInput("url must not call this job's own webhook (it would trigger itself)")
     return url
+
+
+def _targets_own_webhook(url: str, job_id: uuid.UUID) -> bool:
+    """True when the path names this job's webhook, however its id is spelled."""
+    segments = [segment for segment in urlsplit(url).path.split("/") if segment]
+    for index in range(len(segments) - 2):
+        if segments[index : index + 2] == ["api", "webhooks"]:
+            try:
+                if uuid.UUID(segments[index + 2]) == job_id:
+                    return True
+            except ValueError:
+                continue
+    return False
 
 
 def _zone(timezone: str, default: str) -> zoneinfo.ZoneInfo:
@@ -167,18 +179,23 @@ async def normalise_job(
 def _schedule_values(
     job: JobWrite, *, context: RegistryContext, stored: dict[str, Any] | None, now: datetime
 ) -> dict[str, Any]:
-    schedule_type: ScheduleType = _choice("schedule_type", job.schedule_type, ScheduleType)
     zone = _zone(job.timezone, context.default_timezone)
+    is_one_off = job.schedule_type == ScheduleType.ONE_OFF
     was_one_off = stored is not None and stored["schedule_type"] == ScheduleType.ONE_OFF
-    fired_at = stored["run_at_fired_at"] if stored is not None and was_one_off else None
-    run_at = job.run_at if schedule_type is ScheduleType.ONE_OFF else None
+    # The fired guard survives only while the job stays a one-off.
+    fired_at = (
+        stored["run_at_fired_at"] if stored is not None and was_one_off and is_one_off else None
+    )
+    run_at = job.run_at if is_one_off else None
+    # parse_schedule also rejects an unknown schedule_type, with the preview's message.
     parse_schedule(
-        schedule_type,
+        job.schedule_type,
         job.cron_expression,
         run_at=run_at,
         run_at_fired=fired_at is not None,
         timezone=zone,
     )
+    schedule_type = ScheduleType(job.schedule_type)
     if run_at is not None:
         if fired_at is not None:
             assert stored is not None
