@@ -27,7 +27,9 @@ async def test_a_job_is_created_read_listed_replaced_and_deleted(
     core_app: FastAPI, cast: Cast
 ) -> None:
     job = await create(core_app, cast.alice.session, headers={"X-Trace": "1"}, body={"a": [1]})
-    assert await fetch(core_app, cast.carol.session, job["id"]) == job
+    seen_by_carol = await fetch(core_app, cast.carol.session, job["id"])
+    # Read-Only lacks notify:read, so the notify config is the only difference.
+    assert seen_by_carol == {k: v for k, v in job.items() if not k.startswith("notify_")}
     async with client_for(core_app, cast.alice.session) as alice:
         listed = await alice.get("/api/jobs")
         replaced = await alice.put(f"/api/jobs/{job['id']}", json={**BASE, "name": "renamed"})
@@ -147,9 +149,12 @@ async def test_notify_fields_are_kept_when_the_editor_lacks_notify_write(
     edited = await put(core_app, gus, job, name="renamed by gus", pool_count=3, **changes)
     assert edited.status_code == 200, edited.text
     assert (edited.json()["name"], edited.json()["pool_count"]) == ("renamed by gus", 3)
-    assert {key: edited.json()[key] for key in notify} == notify
+    assert "notify_on" not in edited.json()  # gus lacks notify:read too
+    stored = await fetch(core_app, cast.alice.session, job["id"])
+    assert {key: stored[key] for key in notify} == notify
     created = await create(core_app, gus, name="gus's", notify_on="both", notify_targets=[1])
-    assert (created["notify_on"], created["notify_targets"]) == ("none", [])
+    stored = await fetch(core_app, cast.alice.session, created["id"])
+    assert (stored["notify_on"], stored["notify_targets"]) == ("none", [])
 
 
 async def test_a_script_jobs_volumes_are_checked_and_kept_when_a_put_omits_them(
@@ -476,3 +481,16 @@ async def test_the_openapi_schema_documents_every_job_fields_default(core_app: F
         for field in DOCUMENTED_DEFAULTS
     }
     assert documented == DOCUMENTED_DEFAULTS
+
+
+async def test_the_notify_config_is_hidden_from_callers_without_notify_read(
+    core_app: FastAPI, cast: Cast
+) -> None:
+    job = await create(core_app, cast.alice.session, notify_on="failure")
+    async with client_for(core_app, cast.carol.session) as carol:  # Read-Only: no notify:read
+        shown = (await carol.get(f"/api/jobs/{job['id']}")).json()
+        listed = (await carol.get("/api/jobs")).json()
+    assert "notify_on" not in shown
+    assert all("notify_targets" not in item for item in listed)
+    async with client_for(core_app, cast.bob.session) as bob:  # Admin holds notify:read
+        assert (await bob.get(f"/api/jobs/{job['id']}")).json()["notify_on"] == "failure"

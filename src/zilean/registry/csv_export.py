@@ -25,7 +25,7 @@ from typing import Any, Union, get_args, get_origin
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from zilean.registry.fields import JobWrite
+from zilean.registry.fields import NOTIFY_FIELDS, JobWrite
 from zilean.registry.jobs import list_jobs
 from zilean.registry.validation import RegistryContext
 
@@ -110,6 +110,14 @@ def template_csv() -> str:
     return render([encode_job(TEMPLATE_EXAMPLE.model_dump())])
 
 
-async def export_csv(conn: AsyncConnection, context: RegistryContext) -> str:
-    """Return every job, ordered by group and name, in the template's columns."""
-    return render(encode_job(job) for job in await list_jobs(conn, context))
+async def export_csv(
+    conn: AsyncConnection, context: RegistryContext, *, show_notify: bool = True
+) -> str:
+    """Return every job, ordered by group and name, in the template's columns.
+
+    Without `show_notify` the notify columns are left blank (the caller may not read them).
+    """
+    jobs = await list_jobs(conn, context)
+    if not show_notify:
+        jobs = [{k: v for k, v in job.items() if k not in NOTIFY_FIELDS} for job in jobs]
+    return render(encode_job(job) for job in jobs)

@@ -17,6 +17,7 @@ from starlette.types import Message
 
 from zilean.api.access import actor_of
 from zilean.api.routes.jobs import Context, Reader, Writer
+from zilean.auth.permissions import Permission
 from zilean.errors import ApiError, InvalidInput
 from zilean.registry import csv_export, csv_import
 from zilean.registry.csv_import import Collision, ImportRun, MergePriority, Tally
@@ -87,11 +88,13 @@ async def download_template(_: Writer) -> Response:
 
 
 @router.get("/export", operation_id="export_jobs", response_class=Response, responses=_CSV_RESPONSE)
-async def export_jobs(request: Request, context: Context, _: Reader) -> Response:
+async def export_jobs(request: Request, context: Context, principal: Reader) -> Response:
     """Download every job as CSV in the template's columns. Auth secrets are left out, so
     importing the file back with `on_collision=overwrite` keeps each job's stored secret."""
     async with request.app.state.engine.connect() as conn:
-        text = await csv_export.export_csv(conn, context)
+        text = await csv_export.export_csv(
+            conn, context, show_notify=principal.can(Permission.NOTIFY_READ)
+        )
     return _csv_file(text, csv_export.EXPORT_FILENAME)
 
 

@@ -13,7 +13,7 @@ from zilean.auth.principal import Principal
 from zilean.config import CoreSettings
 from zilean.crypto.secretbox import SecretBox
 from zilean.registry import jobs as service
-from zilean.registry.fields import JobWrite
+from zilean.registry.fields import NOTIFY_FIELDS, JobWrite
 from zilean.registry.validation import RegistryContext
 
 router = APIRouter(prefix="/api/jobs", tags=["jobs"])
@@ -34,11 +34,18 @@ def registry_context(request: Request) -> RegistryContext:
 Context = Annotated[RegistryContext, Depends(registry_context)]
 
 
+def visible(job: dict[str, Any], principal: Principal) -> dict[str, Any]:
+    """Hide a job's notify config from callers without notify:read."""
+    if principal.can(Permission.NOTIFY_READ):
+        return job
+    return {key: value for key, value in job.items() if key not in NOTIFY_FIELDS}
+
+
 @router.get("", operation_id="list_jobs")
-async def list_jobs(request: Request, context: Context, _: Reader) -> list[dict[str, Any]]:
+async def list_jobs(request: Request, context: Context, principal: Reader) -> list[dict[str, Any]]:
     """List every job, ordered by group and name."""
     async with request.app.state.engine.connect() as conn:
-        return await service.list_jobs(conn, context)
+        return [visible(job, principal) for job in await service.list_jobs(conn, context)]
 
 
 @router.post("", status_code=201, operation_id="create_job")
@@ -48,9 +55,8 @@ async def create_job(
     """Create a job. Script jobs also need jobs:script. A webhook job's token is returned
     here once, as `webhook_token` and `webhook_url`."""
     async with request.app.state.engine.begin() as conn:
-        return await service.create_job(
-            conn, principal, actor_of(request, principal), context, body
-        )
+        job = await service.create_job(conn, principal, actor_of(request, principal), context, body)
+    return visible(job, principal)
 
 
 @router.post("/enable-all", operation_id="enable_all_jobs")
@@ -71,10 +77,10 @@ async def disable_all(request: Request, principal: Writer) -> dict[str, int]:
 
 @router.get("/{job_id}", operation_id="get_job")
 async def get_job(
-    job_id: uuid.UUID, request: Request, context: Context, _: Reader
+    job_id: uuid.UUID, request: Request, context: Context, principal: Reader
 ) -> dict[str, Any]:
     async with request.app.state.engine.connect() as conn:
-        return await service.get_job(conn, context, job_id)
+        return visible(await service.get_job(conn, context, job_id), principal)
 
 
 @router.put("/{job_id}", operation_id="replace_job")
@@ -83,9 +89,10 @@ async def replace_job(
 ) -> dict[str, Any]:
     """Replace the whole job (no partial updates). `job_type` cannot change (409)."""
     async with request.app.state.engine.begin() as conn:
-        return await service.update_job(
+        job = await service.update_job(
             conn, principal, actor_of(request, principal), context, job_id, body
         )
+    return visible(job, principal)
 
 
 @router.delete("/{job_id}", status_code=204, operation_id="delete_job")
@@ -102,7 +109,8 @@ async def enable_job(
     job_id: uuid.UUID, request: Request, context: Context, principal: Writer
 ) -> dict[str, Any]:
     async with request.app.state.engine.begin() as conn:
-        return await service.set_enabled(conn, actor_of(request, principal), context, job_id, True)
+        job = await service.set_enabled(conn, actor_of(request, principal), context, job_id, True)
+    return visible(job, principal)
 
 
 @router.post("/{job_id}/disable", operation_id="disable_job")
