@@ -26,6 +26,10 @@ class DatabaseUnavailable(ZileanError):
     """The database could not be reached."""
 
 
+# Postgres refused a value (e.g. a NUL character in text); the request changed nothing.
+UNSTORABLE_MESSAGE = "a value in the request cannot be stored (invalid characters?)"
+
+
 class ApiError(ZileanError):
     """The request cannot be carried out."""
 

@@ -170,7 +170,8 @@ CASES = [
     # loop and retry
     (HTTP, {"loop_enabled": True, "loop_response_path": "  "}, 400,
      "loop_response_path is required when loop_enabled is true"),  # blank path with loop on
-    (HTTP, {"loop_response_path": ""}, 201, {"loop_response_path": ""}),  # blank with loop off
+    (HTTP, {"loop_response_path": ""}, 201,
+     {"loop_response_path": "result.remaining"}),  # blank with loop off: the default
     (HTTP, {"loop_delay_ms": -1}, 400,
      "loop_delay_ms: Input should be greater than or equal to 0"),  # negative delay
     (HTTP, {"loop_max_iterations": 0}, 400,

@@ -9,7 +9,7 @@ from sqlalchemy.exc import DataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from zilean.api.access import Forbidden, InvalidApiToken, NotAuthenticated, PasswordChangeRequired
-from zilean.errors import ApiError
+from zilean.errors import UNSTORABLE_MESSAGE, ApiError
 
 LOGIN_PATH = "/login"
 
@@ -55,7 +55,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def unstorable(_: Request, exc: Exception) -> Response:
         # e.g. a NUL character, which Postgres text cannot hold; the transaction rolled back.
-        return error_response(400, "a value in the request cannot be stored (invalid characters?)")
+        return error_response(400, UNSTORABLE_MESSAGE)
 
     app.add_exception_handler(DataError, unstorable)
     app.add_exception_handler(StarletteHTTPException, http_error)

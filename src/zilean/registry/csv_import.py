@@ -31,7 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from zilean.audit.log import Actor
 from zilean.auth.principal import Principal
 from zilean.db.tables import scheduled_jobs
-from zilean.errors import ApiError, Conflict, InvalidInput
+from zilean.errors import UNSTORABLE_MESSAGE, ApiError, Conflict, InvalidInput
 from zilean.registry.csv_export import FIELD_OF, FIELDS, JSON_FIELDS
 from zilean.registry.fields import JobWrite
 from zilean.registry.groups import normalise_group_name, valid_group_name
@@ -42,7 +42,6 @@ log = structlog.get_logger(__name__)
 
 MAX_UPLOAD_BYTES = 5 * 1024 * 1024  # 5 MiB
 # The API's text for a value Postgres cannot hold (a NUL character, say).
-UNSTORABLE_MESSAGE = "a value in the request cannot be stored (invalid characters?)"
 UNEXPECTED_MESSAGE = "this row could not be imported because of a server error"
 
 

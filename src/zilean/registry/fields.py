@@ -18,6 +18,7 @@ MIN_GROOVY_EXEC_TIMEOUT_MS = 10_000
 MAX_POOL_COUNT = 20
 MAX_RETRY_ATTEMPTS = 100
 MAX_NAME_LENGTH = 255
+DEFAULT_LOOP_RESPONSE_PATH = "result.remaining"
 
 
 class JobType(StrEnum):
@@ -144,7 +145,7 @@ class JobWrite(BaseModel):
 
     loop_enabled: bool = False
     loop_response_path: str = Field(
-        "result.remaining", description="gjson path; the loop continues on a number > 0."
+        DEFAULT_LOOP_RESPONSE_PATH, description="gjson path; the loop continues on a number > 0."
     )
     loop_delay_ms: Milliseconds = 1000
     loop_jitter_ms: Milliseconds = 0

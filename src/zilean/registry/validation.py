@@ -23,6 +23,7 @@ from zilean.crypto.secretbox import SecretBox
 from zilean.errors import Conflict, InvalidInput, PermissionDenied
 from zilean.registry.auth_secrets import StoredAuth, parse_auth_type, prepare_auth
 from zilean.registry.fields import (
+    DEFAULT_LOOP_RESPONSE_PATH,
     MIN_GROOVY_EXEC_TIMEOUT_MS,
     NOTIFY_FIELDS,
     JobType,
@@ -156,7 +157,8 @@ async def normalise_job(
         raise InvalidInput("loop_response_path is required when loop_enabled is true")
     values.update(
         loop_enabled=job.loop_enabled,
-        loop_response_path=job.loop_response_path.strip(),
+        # Blank while the loop is off means "the default", so an export round-trips.
+        loop_response_path=job.loop_response_path.strip() or DEFAULT_LOOP_RESPONSE_PATH,
         loop_delay_ms=job.loop_delay_ms,
         loop_jitter_ms=job.loop_jitter_ms,
         loop_max_iterations=job.loop_max_iterations,
