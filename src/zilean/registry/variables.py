@@ -94,6 +94,16 @@ class _Stored:
     secret_value: bytes | None
     script_secret_value: bytes | None
 
+    def columns(self, name: str, is_secret: bool, allow_in_scripts: bool) -> dict[str, Any]:
+        return {
+            "name": name,
+            "value": self.value,
+            "secret_value": self.secret_value,
+            "script_secret_value": self.script_secret_value,
+            "is_secret": is_secret,
+            "allow_in_scripts": allow_in_scripts,
+        }
+
 
 def _from_row(row: RowMapping) -> Variable:
     return Variable(
@@ -211,15 +221,7 @@ async def create_variable(
                 (
                     await conn.execute(
                         insert(global_variables)
-                        .values(
-                            id=variable_id,
-                            name=name,
-                            value=stored.value,
-                            secret_value=stored.secret_value,
-                            script_secret_value=stored.script_secret_value,
-                            is_secret=is_secret,
-                            allow_in_scripts=allow_in_scripts,
-                        )
+                        .values(id=variable_id, **stored.columns(name, is_secret, allow_in_scripts))
                         .returning(global_variables)
                     )
                 )
@@ -273,12 +275,7 @@ async def update_variable(
                         update(global_variables)
                         .where(global_variables.c.id == variable_id)
                         .values(
-                            name=name,
-                            value=stored.value,
-                            secret_value=stored.secret_value,
-                            script_secret_value=stored.script_secret_value,
-                            is_secret=is_secret,
-                            allow_in_scripts=allow_in_scripts,
+                            **stored.columns(name, is_secret, allow_in_scripts),
                             updated_at=func.now(),
                         )
                         .returning(global_variables)
