@@ -6,7 +6,8 @@ import pytest
 from fastapi import FastAPI
 
 from zilean.config import ScriptRuntime, Service
-from zilean.execution.queues import SERVICE_QUEUES, Queue
+from zilean.execution.queues import SERVICE_QUEUES, UNROUTED_QUEUE, Queue, queue_for
+from zilean.registry.fields import JobType
 from zilean.services.origin import OriginApps, route
 
 
@@ -50,3 +51,25 @@ APPS = OriginApps(
 )
 def test_the_origin_routes_paths_like_the_reference_proxy(path: str, service: str) -> None:
     assert route(APPS, path).title == service
+
+
+@pytest.mark.parametrize(
+    ("job_type", "queue"),
+    [
+        ("http", "default"),
+        ("bash", "scripts-bash"),
+        ("javascript", "scripts-node"),  # JavaScript and TypeScript share the Node worker
+        ("typescript", "scripts-node"),
+        ("groovy", "scripts-groovy"),
+        ("python", "scripts-python"),
+        ("cobol", "unrouted"),  # unknown types go where nothing consumes them
+    ],
+)
+def test_each_job_type_is_routed_to_its_workers_queue(job_type: str, queue: str) -> None:
+    assert queue_for(job_type) == queue
+
+
+def test_every_job_type_the_registry_accepts_has_a_consumed_queue() -> None:
+    consumed = {str(q) for q in set().union(*SERVICE_QUEUES.values())}
+    assert {queue_for(str(job_type)) for job_type in JobType} <= consumed
+    assert UNROUTED_QUEUE not in consumed
