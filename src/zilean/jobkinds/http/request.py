@@ -1,0 +1,261 @@
+"""Turn a `scheduled_jobs` row into the exact HTTP request one attempt sends.
+
+The order matters because later steps win: method, query params, URL, body, headers,
+`Content-Type`, auth, then the webhook hop header. Every text field goes through
+`{{name}}` substitution first. A job that cannot produce a valid request raises
+`PermanentCallError`: retrying would fail the same way, so the attempt is cancelled.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote, unquote_plus, urlencode, urlsplit, urlunsplit
+
+import httpx
+
+from zilean.crypto.secretbox import SecretBox, SecretUnreadable
+from zilean.jobkinds.errors import PermanentCallError
+from zilean.jobkinds.http.template import references, substitute
+from zilean.jobkinds.redaction import redact
+from zilean.registry.auth_secrets import DEFAULT_API_KEY_HEADER, auth_context
+from zilean.registry.fields import AuthType
+
+WEBHOOK_HOPS_HEADER = "X-Zilean-Webhook-Hops"
+POOL_INDEX_PARAM = "pool_idx"
+ALLOWED_SCHEMES = frozenset({"http", "https"})
+DEFAULT_METHOD = "GET"
+
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # RFC 9110 method and header names
+_BAD_HEADER_VALUE = re.compile(r"[\r\n\x00]")
+
+
+@dataclass(frozen=True)
+class HttpRequestSpec:
+    """A fully resolved request, plus the values that must never appear in a record."""
+
+    method: str
+    url: str
+    headers: list[tuple[str, str]] = field(repr=False)
+    body: bytes | None = field(repr=False)
+    secrets: frozenset[str] = field(repr=False)
+
+    def __repr__(self) -> str:  # a spec that ends up in a log line must not leak
+        return f"HttpRequestSpec({self.method} {redact(self.url, self.secrets)})"
+
+    def header(self, name: str) -> str | None:
+        """Return the last value of header `name` (case-insensitive), or None."""
+        values = [value for key, value in self.headers if key.lower() == name.lower()]
+        return values[-1] if values else None
+
+
+class _Resolver:
+    """Substitutes variables and remembers which secret values went into the request."""
+
+    def __init__(self, variables: Mapping[str, str], secret_values: Iterable[str]) -> None:
+        self._variables = variables
+        self._secret_values = frozenset(value for value in secret_values if value)
+        self.secrets: set[str] = set()
+
+    def __call__(self, text: str) -> str:
+        for name in references(text):
+            value = self._variables.get(name)
+            if value is not None and value in self._secret_values:
+                self.secrets.add(value)
+        return substitute(text, self._variables)
+
+    def fail(self, message: str) -> PermanentCallError:
+        return PermanentCallError(redact(message, self.secrets))
+
+
+def build_request(
+    job: Mapping[str, Any],
+    *,
+    variables: Mapping[str, str],
+    secret_values: Iterable[str],
+    auth_secret: str | None,
+    pool_index: int,
+    webhook_hops: int | None,
+) -> HttpRequestSpec:
+    """Build the request for one attempt of the HTTP job `job` (a `scheduled_jobs` row).
+
+    `variables` maps every global variable name to its plaintext value; `secret_values`
+    are the plaintexts of the secret ones, recorded in the spec (when used) for redaction.
+    `auth_secret` is the job's decrypted auth secret, if it has one. `webhook_hops` is
+    the incoming hop count of a webhook-triggered run, None for any other run.
+
+    Raise `PermanentCallError` for a URL that is not a valid http(s) URL after
+    substitution, an unknown auth type, a missing required auth field, or a method or
+    header that cannot be sent.
+    """
+    resolve = _Resolver(variables, secret_values)
+
+    method = _text(job.get("http_method")).strip().upper() or DEFAULT_METHOD
+    if not _TOKEN.match(method):
+        raise resolve.fail(f"http_method {method!r} is not a valid HTTP method")
+
+    params: dict[str, str] = {}
+    for key, value in _mapping(job.get("query_params")).items():
+        params[resolve(str(key))] = resolve(_text(value))
+    if int(job.get("pool_count") or 1) > 1:
+        # Pooled calls tell the target which member they are; this beats the user's own.
+        params.pop(POOL_INDEX_PARAM, None)
+        params[POOL_INDEX_PARAM] = str(pool_index)
+
+    url = _check_url(resolve(_text(job.get("url")).strip()), resolve)
+    if params:
+        url = _check_url(_merge_query(url, params), resolve)
+
+    body = _body(job.get("body"), resolve)
+
+    headers = [
+        (resolve(str(key)), resolve(_text(value)))
+        for key, value in _mapping(job.get("headers")).items()
+    ]
+    if body is not None and not any(key.lower() == "content-type" for key, _ in headers):
+        headers.append(("Content-Type", "application/json"))
+
+    _apply_auth(job, headers, auth_secret, resolve)
+
+    # Loop protection comes last so that no header or auth setting can reset the count.
+    hops = 1 if webhook_hops is None else webhook_hops + 1
+    _set_header(headers, WEBHOOK_HOPS_HEADER, str(hops))
+
+    _check_headers(headers, resolve)
+    return HttpRequestSpec(
+        method=method, url=url, headers=headers, body=body, secrets=frozenset(resolve.secrets)
+    )
+
+
+def open_auth_secret(job: Mapping[str, Any], box: SecretBox) -> str | None:
+    """Decrypt the job's sealed auth secret, or return None when it has none.
+
+    Raise `PermanentCallError` when the secret cannot be decrypted (a rotated key, or a
+    ciphertext copied from another row): the job needs its secret entered again.
+    """
+    blob = job.get("auth_secret")
+    if blob is None:
+        return None
+    job_id = job["id"] if isinstance(job["id"], uuid.UUID) else uuid.UUID(str(job["id"]))
+    try:
+        return box.open(bytes(blob), auth_context(job_id))
+    except SecretUnreadable as exc:
+        raise PermanentCallError(
+            "the job's auth secret cannot be decrypted with the current key; enter it again"
+        ) from exc
+
+
+def _text(value: Any) -> str:
+    """Read a stored text field; tolerate a non-string JSON value by serialising it."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value)
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if isinstance(value, str):  # a JSON column read back as text
+        try:
+            value = json.loads(value) if value.strip() else {}
+        except ValueError:
+            raise PermanentCallError("query_params and headers must be JSON objects") from None
+    if not isinstance(value, Mapping):
+        raise PermanentCallError("query_params and headers must be JSON objects")
+    return value
+
+
+def _body(raw: Any, resolve: _Resolver) -> bytes | None:
+    # The stored body is JSON text; substitution works on that text, unescaped, and
+    # the result is sent as is (it need not stay valid JSON).
+    if raw is None:
+        return None
+    text = raw if isinstance(raw, str) else json.dumps(raw)
+    return resolve(text).encode("utf-8")
+
+
+def _check_url(url: str, resolve: _Resolver) -> str:
+    try:
+        parts = urlsplit(url)
+        _ = parts.port  # raises ValueError for a port that is not a number in range
+        httpx.URL(url)
+    except (ValueError, httpx.InvalidURL) as exc:
+        raise resolve.fail(f"url {url!r} is not a valid URL: {exc}") from None
+    if parts.scheme.lower() not in ALLOWED_SCHEMES or not parts.hostname:
+        raise resolve.fail(f"url {url!r} is not an absolute http or https URL")
+    if parts.password:  # httpx sends URL userinfo as basic auth: it is a credential too
+        resolve.secrets.update({parts.password, unquote(parts.password)})
+    return url
+
+
+def _merge_query(url: str, params: Mapping[str, str]) -> str:
+    """Add `params` to the URL's query, replacing same-named ones already there.
+
+    Parameters that are not replaced keep their original spelling and order.
+    """
+    parts = urlsplit(url)
+    kept = [
+        segment
+        for segment in parts.query.split("&")
+        if segment and unquote_plus(segment.split("=", 1)[0]) not in params
+    ]
+    query = "&".join([*kept, urlencode(list(params.items()))])
+    return urlunsplit(parts._replace(query=query))
+
+
+def _set_header(headers: list[tuple[str, str]], name: str, value: str) -> None:
+    """Replace every header called `name` (case-insensitive) with one `name: value`."""
+    headers[:] = [(key, old) for key, old in headers if key.lower() != name.lower()]
+    headers.append((name, value))
+
+
+def _apply_auth(
+    job: Mapping[str, Any],
+    headers: list[tuple[str, str]],
+    auth_secret: str | None,
+    resolve: _Resolver,
+) -> None:
+    raw = _text(job.get("auth_type")).strip() or AuthType.NONE
+    try:
+        auth_type = AuthType(raw.lower())
+    except ValueError:
+        raise resolve.fail(f"unknown auth_type {raw!r}") from None
+    if auth_type is AuthType.NONE:
+        return
+    config = _mapping(job.get("auth_config"))
+    secret = resolve(auth_secret or "")
+    if auth_type is AuthType.BEARER:
+        if not secret:
+            raise resolve.fail("auth_config.token is required for bearer auth")
+        resolve.secrets.add(secret)
+        _set_header(headers, "Authorization", f"Bearer {secret}")
+    elif auth_type is AuthType.BASIC:
+        username = resolve(_text(config.get("username")))
+        if not username:
+            raise resolve.fail("auth_config.username is required for basic auth")
+        pair = base64.b64encode(f"{username}:{secret}".encode()).decode("ascii")
+        if secret:  # an empty password is allowed
+            resolve.secrets.add(secret)
+        resolve.secrets.add(pair)
+        _set_header(headers, "Authorization", f"Basic {pair}")
+    else:
+        name = resolve(_text(config.get("header_name"))).strip() or DEFAULT_API_KEY_HEADER
+        if not secret:
+            raise resolve.fail("auth_config.api_key is required for api_key auth")
+        resolve.secrets.add(secret)
+        _set_header(headers, name, secret)
+
+
+def _check_headers(headers: list[tuple[str, str]], resolve: _Resolver) -> None:
+    for name, value in headers:
+        if not _TOKEN.match(name):
+            raise resolve.fail(f"header name {name!r} is not a valid HTTP header name")
+        if _BAD_HEADER_VALUE.search(value):
+            raise resolve.fail(f"header {name} has a line break or NUL in its value")

@@ -1,0 +1,271 @@
+"""perform() against a real local server: what is sent, what counts as success, limits."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from tests.support.servers import free_port, live_server
+from tests.support.target import HttpTarget, ScriptedResponse, http_target
+from zilean.jobkinds.errors import CallError
+from zilean.jobkinds.http.call import (
+    MAX_RESPONSE_BYTES,
+    SNIPPET_CHARS,
+    CallOutcome,
+    last_call,
+    new_client,
+    perform,
+    status_error,
+)
+from zilean.jobkinds.http.request import HttpRequestSpec, build_request
+from zilean.jobkinds.redaction import REDACTED
+
+TOKEN = "tok-secret-123"
+SECRET_VARIABLE = "var-secret-456"
+VARIABLES = {"TOKEN": TOKEN, "SECRET": SECRET_VARIABLE, "REGION": "eu"}
+TIMEOUT_MS = 5_000
+
+
+@pytest.fixture
+def target() -> Iterator[HttpTarget]:
+    with http_target() as target:
+        yield target
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[httpx.AsyncClient]:
+    async with new_client(10) as client:
+        yield client
+
+
+def spec_for(
+    url: str, *, auth_secret: str | None = None, pool_index: int = 0, **overrides: Any
+) -> HttpRequestSpec:
+    row: dict[str, Any] = {
+        "id": uuid.uuid4(),
+        "http_method": "GET",
+        "url": url,
+        "query_params": {},
+        "body": None,
+        "headers": {},
+        "auth_type": "none",
+        "auth_config": {},
+        "pool_count": 1,
+        **overrides,
+    }
+    return build_request(
+        row,
+        variables=VARIABLES,
+        secret_values={SECRET_VARIABLE},
+        auth_secret=auth_secret,
+        pool_index=pool_index,
+        webhook_hops=None,
+    )
+
+
+async def test_it_sends_the_request_as_built(target: HttpTarget, client: httpx.AsyncClient) -> None:
+    spec = spec_for(
+        f"{target.base_url}/sync/{{{{ REGION }}}}?keep=1&mode=old",
+        http_method="post",
+        query_params={"mode": "full", "region": "{{REGION}}"},
+        headers={"X-Request-Source": "zilean", "X-Region": "{{REGION}}"},
+        body='{"region": "{{REGION}}", "n": 1}',
+        auth_type="bearer",
+        auth_secret="{{TOKEN}}",
+        pool_count=3,
+        pool_index=1,
+    )
+
+    outcome = await perform(client, spec, timeout_ms=TIMEOUT_MS)
+
+    assert outcome.ok
+    [sent] = target.requests
+    assert sent.method == "POST"
+    assert sent.path == "/sync/eu"
+    assert sent.query == "keep=1&mode=full&region=eu&pool_idx=1"
+    assert sent.body == b'{"region": "eu", "n": 1}'
+    assert sent.headers["authorization"] == f"Bearer {TOKEN}"
+    assert sent.headers["content-type"] == "application/json"
+    assert sent.headers["x-request-source"] == "zilean"
+    assert sent.headers["x-region"] == "eu"
+    assert sent.headers["x-zilean-webhook-hops"] == "1"
+    assert sent.headers["user-agent"] == "Zilean"
+
+
+async def test_basic_and_api_key_auth_reach_the_target(
+    target: HttpTarget, client: httpx.AsyncClient
+) -> None:
+    basic = spec_for(
+        target.base_url, auth_type="basic", auth_config={"username": "alice"}, auth_secret=""
+    )
+    api_key = spec_for(target.base_url, auth_type="api_key", auth_secret="{{TOKEN}}")
+
+    await perform(client, basic, timeout_ms=TIMEOUT_MS)
+    await perform(client, api_key, timeout_ms=TIMEOUT_MS)
+
+    first, second = target.requests
+    assert first.headers["authorization"] == "Basic YWxpY2U6"  # alice: with no password
+    assert second.headers["x-api-key"] == TOKEN
+
+
+async def test_a_2xx_response_succeeds(target: HttpTarget, client: httpx.AsyncClient) -> None:
+    target.respond(ScriptedResponse(204, b""), ScriptedResponse(299, b'{"result": 1}'))
+
+    no_content = await perform(client, spec_for(target.base_url), timeout_ms=TIMEOUT_MS)
+    edge = await perform(client, spec_for(target.base_url), timeout_ms=TIMEOUT_MS)
+
+    assert (no_content.ok, no_content.status_code, no_content.body) == (True, 204, b"")
+    assert (edge.ok, edge.status_code, edge.body) == (True, 299, b'{"result": 1}')
+    assert status_error(spec_for(target.base_url), edge) is None
+
+
+async def test_a_500_is_a_retryable_failure_with_its_status(
+    target: HttpTarget, client: httpx.AsyncClient
+) -> None:
+    target.respond(ScriptedResponse(500, b"database is down"))
+    spec = spec_for(target.base_url)
+
+    outcome = await perform(client, spec, timeout_ms=TIMEOUT_MS)
+
+    assert (outcome.ok, outcome.status_code) == (False, 500)
+    error = status_error(spec, outcome)
+    assert error is not None
+    assert not error.permanent
+    assert error.status_code == 500
+    assert str(error) == "endpoint returned status 500: database is down"
+
+
+async def test_a_429_keeps_its_retry_after(target: HttpTarget, client: httpx.AsyncClient) -> None:
+    target.respond(ScriptedResponse(429, b"slow down", {"Retry-After": "7"}))
+    spec = spec_for(target.base_url)
+
+    outcome = await perform(client, spec, timeout_ms=TIMEOUT_MS)
+
+    assert (outcome.ok, outcome.status_code, outcome.retry_after) == (False, 429, "7")
+    error = status_error(spec, outcome)
+    assert error is not None
+    assert error.retry_after == "7"
+
+
+async def test_a_redirect_is_not_followed(target: HttpTarget, client: httpx.AsyncClient) -> None:
+    target.respond(ScriptedResponse(301, b"", {"Location": f"{target.base_url}/elsewhere"}))
+
+    outcome = await perform(client, spec_for(f"{target.base_url}/old"), timeout_ms=TIMEOUT_MS)
+
+    assert (outcome.ok, outcome.status_code) == (False, 301)
+    assert [sent.path for sent in target.requests] == ["/old"]
+
+
+async def test_a_body_of_exactly_4_mib_is_read(
+    target: HttpTarget, client: httpx.AsyncClient
+) -> None:
+    target.respond(ScriptedResponse(200, b"x" * MAX_RESPONSE_BYTES))
+
+    outcome = await perform(client, spec_for(target.base_url), timeout_ms=TIMEOUT_MS)
+
+    assert outcome.ok
+    assert len(outcome.body) == MAX_RESPONSE_BYTES
+
+
+async def test_a_body_over_4_mib_fails_the_attempt(
+    target: HttpTarget, client: httpx.AsyncClient
+) -> None:
+    target.respond(ScriptedResponse(200, b"x" * (MAX_RESPONSE_BYTES + 1)))
+
+    with pytest.raises(CallError, match="exceeds") as caught:
+        await perform(client, spec_for(target.base_url), timeout_ms=TIMEOUT_MS)
+
+    assert not caught.value.permanent
+    assert caught.value.status_code == 200  # the real status is kept
+
+
+async def test_exec_timeout_bounds_the_whole_attempt(client: httpx.AsyncClient) -> None:
+    async def slow(_: Request) -> Response:
+        await asyncio.sleep(2)  # the server under test is slow, not the test
+        return Response(b"late")
+
+    with live_server(Starlette(routes=[Route("/slow", slow)])) as base_url:
+        started = time.monotonic()
+        with pytest.raises(CallError, match="timed out after 100 ms") as caught:
+            await perform(client, spec_for(f"{base_url}/slow"), timeout_ms=100)
+        elapsed = time.monotonic() - started
+
+    assert not caught.value.permanent
+    assert elapsed < 1.5
+
+
+async def test_a_refused_connection_is_retryable(client: httpx.AsyncClient) -> None:
+    spec = spec_for(f"http://127.0.0.1:{free_port()}/{{{{SECRET}}}}")
+
+    with pytest.raises(CallError, match="request failed") as caught:
+        await perform(client, spec, timeout_ms=TIMEOUT_MS)
+
+    assert not caught.value.permanent
+    assert caught.value.status_code is None
+    assert SECRET_VARIABLE not in str(caught.value)
+
+
+async def test_the_client_refuses_other_schemes(client: httpx.AsyncClient) -> None:
+    spec = HttpRequestSpec("GET", "ftp://127.0.0.1/x", [], None, frozenset())
+
+    with pytest.raises(CallError):
+        await perform(client, spec, timeout_ms=TIMEOUT_MS)
+
+
+async def test_last_call_is_redacted(target: HttpTarget, client: httpx.AsyncClient) -> None:
+    echo = f'{{"seen": "{TOKEN}", "also": "{SECRET_VARIABLE}"}}'.encode() + b"." * 1000
+    target.respond(ScriptedResponse(500, echo))
+    spec = spec_for(
+        f"{target.base_url}/run",
+        query_params={"key": "{{SECRET}}"},
+        auth_type="bearer",
+        auth_secret="{{TOKEN}}",
+    )
+
+    outcome = await perform(client, spec, timeout_ms=TIMEOUT_MS)
+    record = last_call(spec, outcome, outcome.duration_ms)
+
+    # The request itself carried the real values.
+    assert target.requests[0].query == f"key={SECRET_VARIABLE}"
+    assert outcome.body.startswith(echo[:30])
+    redacted = f'{{"seen": "{REDACTED}", "also": "{REDACTED}"}}'
+    assert record == {
+        "method": "GET",
+        "url": f"{target.base_url}/run?key={REDACTED}",
+        "status_code": 500,
+        "duration_ms": outcome.duration_ms,
+        "response_snippet": redacted + "." * (SNIPPET_CHARS - len(redacted)),
+    }
+    error = status_error(spec, outcome)
+    assert error is not None
+    assert TOKEN not in str(error)
+    assert SECRET_VARIABLE not in str(error)
+
+
+async def test_last_call_after_an_error_has_no_snippet(client: httpx.AsyncClient) -> None:
+    spec = spec_for(f"http://127.0.0.1:{free_port()}/run?k={{{{SECRET}}}}")
+    with pytest.raises(CallError) as caught:
+        await perform(client, spec, timeout_ms=TIMEOUT_MS)
+
+    record = last_call(spec, caught.value, 12)
+
+    assert record["url"].endswith(f"/run?k={REDACTED}")
+    assert (record["status_code"], record["duration_ms"], record["response_snippet"]) == (
+        None,
+        12,
+        "",
+    )
+
+
+def test_an_outcome_does_not_print_its_body() -> None:
+    assert "secret" not in repr(CallOutcome(200, b"secret", 1, True, None))
