@@ -260,3 +260,50 @@ script_volumes = Table(
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     CheckConstraint("max_mode IN ('ro', 'rw')", name="max_mode"),
 )
+
+# One row per attempt, whatever its outcome: the call history behind /api/jobs/{id}/calls.
+job_attempts = Table(
+    "job_attempts",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("job_id", Uuid, ForeignKey("scheduled_jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("queue_job_id", BigInteger, nullable=True),
+    Column("state", Text, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("max_attempts", Integer, nullable=False),
+    Column("trigger", Text, nullable=False),
+    Column("pool_index", Integer, nullable=False),
+    Column("loop_iteration", Integer, nullable=False),
+    Column("scheduled_at", DateTime(timezone=True), nullable=True),
+    Column("attempted_at", DateTime(timezone=True), nullable=False),
+    Column("finalized_at", DateTime(timezone=True), nullable=True),
+    Column("duration_ms", Integer, nullable=True),
+    Column("error", Text, nullable=True),  # redacted
+    Column("last_call", JSONB, nullable=True),  # redacted: method, url, status, snippet
+)
+Index("ix_job_attempts_job_id_id", job_attempts.c.job_id, job_attempts.c.id.desc())
+Index("ix_job_attempts_attempted_at", job_attempts.c.attempted_at)
+
+# Epoch-aligned one-minute buckets per job: activity charts and heartbeats read these.
+job_call_stats = Table(
+    "job_call_stats",
+    metadata,
+    Column("job_id", Uuid, ForeignKey("scheduled_jobs.id", ondelete="CASCADE"), primary_key=True),
+    Column("bucket_start", DateTime(timezone=True), primary_key=True),
+    Column("total", Integer, nullable=False, server_default="0"),
+    Column("completed", Integer, nullable=False, server_default="0"),
+    Column("failed", Integer, nullable=False, server_default="0"),
+    Column("duration_sum_ms", BigInteger, nullable=False, server_default="0"),
+    Column("duration_max_ms", Integer, nullable=False, server_default="0"),
+)
+Index("ix_job_call_stats_bucket_start", job_call_stats.c.bucket_start)
+
+# The duplicate-firing guard: one row per job and scheduled instant, inserted with the
+# queue jobs of that firing, so two schedulers (or two ticks) cannot both fire it.
+job_firings = Table(
+    "job_firings",
+    metadata,
+    Column("job_id", Uuid, ForeignKey("scheduled_jobs.id", ondelete="CASCADE"), primary_key=True),
+    Column("scheduled_for", DateTime(timezone=True), primary_key=True),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
