@@ -1,0 +1,122 @@
+"""One firing of a job: take the overlap locks, then queue one attempt per pool member.
+
+Every producer (scheduler, run-now, one-off, webhook) fires through `fire`, inside its
+own transaction, so the locks, the queue jobs and anything else the producer writes
+commit together. Locks live in `running_since_by_pool` (pool index -> when the member
+last started an attempt); a lock older than `LOCK_STALE` is taken over.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import func, select, text, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from zilean.db.tables import scheduled_jobs
+from zilean.execution.enqueue import AttemptArgs, Trigger, enqueue_attempts
+from zilean.execution.retry import coalesced_budget
+
+LOCK_STALE = timedelta(hours=1)
+
+
+@dataclass(frozen=True)
+class Firing:
+    """What one firing did: the queue jobs it inserted and the pool members it skipped."""
+
+    queue_job_ids: list[int] = field(default_factory=list)
+    busy_members: list[int] = field(default_factory=list)
+
+    @property
+    def fired(self) -> bool:
+        return bool(self.queue_job_ids)
+
+
+def free_members(
+    locks: Mapping[str, Any], pool_count: int, now: datetime
+) -> tuple[list[int], list[int]]:
+    """Split pool members into (free, busy) given the stored locks."""
+    free: list[int] = []
+    busy: list[int] = []
+    for index in range(pool_count):
+        started = locks.get(str(index))
+        held = isinstance(started, str) and now - datetime.fromisoformat(started) < LOCK_STALE
+        (busy if held else free).append(index)
+    return free, busy
+
+
+async def fire(
+    conn: AsyncConnection,
+    job_id: uuid.UUID,
+    *,
+    trigger: Trigger,
+    scheduled_at: datetime | None = None,
+    webhook_hops: int | None = None,
+    webhook_payload: Any = None,
+    webhook_metadata: dict[str, Any] | None = None,
+) -> Firing:
+    """Fire `job_id` once: lock the free members (overlap `skip`) and queue them.
+
+    The row is locked (`FOR UPDATE`) for the rest of the caller's transaction, so two
+    concurrent firings of one job see each other's locks. A missing job fires nothing.
+    """
+    row = (
+        (
+            await conn.execute(
+                select(
+                    scheduled_jobs.c.job_type,
+                    scheduled_jobs.c.pool_count,
+                    scheduled_jobs.c.overlap_policy,
+                    scheduled_jobs.c.running_since_by_pool,
+                    scheduled_jobs.c.retry_enabled,
+                    scheduled_jobs.c.retry_max_attempts,
+                    func.now().label("now"),
+                )
+                .where(scheduled_jobs.c.id == job_id)
+                .with_for_update()
+            )
+        )
+        .mappings()
+        .first()
+    )
+    if row is None:
+        return Firing()
+    pool_count = max(1, int(row["pool_count"]))
+    free: list[int] = list(range(pool_count))
+    busy: list[int] = []
+    if row["overlap_policy"] != "allow":
+        free, busy = free_members(row["running_since_by_pool"] or {}, pool_count, row["now"])
+        if free:
+            taken = {str(index): row["now"].isoformat() for index in free}
+            await conn.execute(
+                update(scheduled_jobs)
+                .where(scheduled_jobs.c.id == job_id)
+                .values(
+                    running_since_by_pool=scheduled_jobs.c.running_since_by_pool.op("||")(
+                        text("CAST(:taken AS jsonb)").bindparams(taken=json.dumps(taken))
+                    )
+                )
+            )
+    budget = coalesced_budget(row["retry_max_attempts"], row["retry_enabled"])
+    members = [
+        AttemptArgs(
+            job_id=str(job_id),
+            loop_iteration=0,
+            pool_index=index,
+            max_attempts=budget,
+            trigger=trigger,
+            webhook_hops=webhook_hops,
+            webhook_payload=webhook_payload,
+            webhook_metadata=webhook_metadata,
+        )
+        for index in free
+    ]
+    ids = await enqueue_attempts(
+        conn, job_id=job_id, job_type=row["job_type"], members=members, scheduled_at=scheduled_at
+    )
+    return Firing(queue_job_ids=ids, busy_members=busy)
