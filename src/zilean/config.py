@@ -108,6 +108,8 @@ class UiSettings(CommonSettings):
 class WorkerSettings(CommonSettings):
     settings_encryption_key: bytes = field(repr=False)
     max_concurrency: int
+    # Where a run that finally fails is reported when its job sets no on_failure_url.
+    on_failure_url: str | None = None
 
 
 @dataclass(frozen=True)
@@ -148,7 +150,13 @@ DEFAULT_ADDRESSES: dict[Service, tuple[str, str]] = {
 
 # The variables each tier may see. `zilean up` hands child processes only these,
 # so a script worker never holds the master key or admin credentials.
-WORKER_ENVIRONMENT = ("DATABASE_URL", "TZ", "SETTINGS_ENCRYPTION_KEY", "WORKER_MAX_CONCURRENCY")
+WORKER_ENVIRONMENT = (
+    "DATABASE_URL",
+    "TZ",
+    "SETTINGS_ENCRYPTION_KEY",
+    "WORKER_MAX_CONCURRENCY",
+    "ZILEAN_ON_FAILURE_URL",
+)
 SCRIPT_WORKER_ENVIRONMENT = (
     "DATABASE_URL",
     "TZ",
@@ -318,6 +326,20 @@ def _public_base_url(env: _Env) -> str:
     return value
 
 
+def _on_failure_url(env: _Env) -> str | None:
+    value = env.raw("ZILEAN_ON_FAILURE_URL")
+    if value is None:
+        return None
+    value = value.strip()
+    parts = urlsplit(value)
+    if parts.scheme not in {"http", "https"} or not parts.hostname:
+        raise ConfigError(
+            "ZILEAN_ON_FAILURE_URL must be an absolute http or https URL, "
+            f"such as https://hooks.example.com/zilean-failed (got {value!r})"
+        )
+    return value
+
+
 def _audit_retention_days(env: _Env) -> int:
     value = env.raw("DEFAULT_AUDIT_RETENTION_DAYS")
     if value is None:
@@ -421,6 +443,7 @@ def load_settings(
                 **_common(env),
                 settings_encryption_key=_required_key(env, "SETTINGS_ENCRYPTION_KEY"),
                 max_concurrency=_worker_concurrency(env),
+                on_failure_url=_on_failure_url(env),
             )
         case Service.MCP:
             return McpSettings(**_common(env), listen=env.listen_address(service))

@@ -47,6 +47,9 @@ INSTANCE_OWN = VOLATILE | {
     "has_auth_secret",
     "webhook_token_hint",
     "webhook_token_rotated_at",
+    # When this instance queued the one-off's run, and the lock that run holds.
+    "run_at_fired_at",
+    "running_since_by_pool",
 }
 EXPECTED_COLUMNS = [
     "capabilities_json" if field == "capabilities" else field for field in JobWrite.model_fields

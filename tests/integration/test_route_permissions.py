@@ -41,6 +41,8 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("GET", "/api/audit-log"): "audit:read",
     ("GET", "/api/settings/audit"): "audit:read",
     ("PUT", "/api/settings/audit"): "audit:write",
+    ("GET", "/api/settings/queue-jobs"): "settings:queue_jobs",
+    ("PUT", "/api/settings/queue-jobs"): "settings:queue_jobs",
     ("GET", "/api/jobs"): "jobs:read",
     ("POST", "/api/jobs"): "jobs:write",
     ("GET", "/api/jobs/{job_id}"): "jobs:read",
@@ -52,6 +54,8 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("POST", "/api/jobs/disable-all"): "jobs:write",
     ("GET", "/api/jobs/{job_id}/webhook"): "jobs:read",
     ("POST", "/api/jobs/{job_id}/webhook/rotate"): "jobs:write",
+    ("POST", "/api/jobs/{job_id}/run"): "jobs:write",
+    ("GET", "/api/jobs/{job_id}/calls"): "jobs:read",
     ("GET", "/api/jobs/import/template"): "jobs:write",
     ("POST", "/api/jobs/import"): "jobs:write",
     ("GET", "/api/jobs/export"): "jobs:read",
@@ -101,6 +105,8 @@ CAROL_LACKS = [
     # jobs:write
     pytest.param("POST", "/api/jobs/{job_id}/webhook/rotate", None),
     # jobs:write
+    pytest.param("POST", "/api/jobs/{job_id}/run", None),
+    # jobs:write
     pytest.param("POST", "/api/groups/enable", {"group_name": "g"}),
     # jobs:write
     pytest.param("POST", "/api/groups/disable", {"group_name": "g"}),
@@ -130,6 +136,10 @@ CAROL_LACKS = [
     pytest.param("GET", "/api/settings/audit", None),
     # audit:write
     pytest.param("PUT", "/api/settings/audit", {"audit_retention_days": 30}),
+    # settings:queue_jobs
+    pytest.param("GET", "/api/settings/queue-jobs", None),
+    # settings:queue_jobs
+    pytest.param("PUT", "/api/settings/queue-jobs", {"queue_job_retention_days": 30}),
     # globalvars:write
     pytest.param("POST", "/api/global-variables", VARIABLE_BODY),
     # globalvars:write
@@ -243,6 +253,7 @@ async def test_it_lets_read_only_use_the_routes_her_permissions_cover(
         ("GET", "/api/jobs/export"),
         ("GET", "/api/jobs/{job_id}"),
         ("GET", "/api/jobs/{job_id}/webhook"),
+        ("GET", "/api/jobs/{job_id}/calls"),
         ("GET", "/api/groups/disabled"),
         ("GET", "/api/users"),
         ("GET", "/api/roles"),

@@ -43,6 +43,15 @@ def test_worker_concurrency_defaults_to_twenty_and_accepts_the_bounds() -> None:
         assert settings.max_concurrency == expected
 
 
+def test_the_worker_failure_callback_url_is_optional() -> None:
+    unset = load(Service.WORKER, SETTINGS_ENCRYPTION_KEY=KEY)
+    url = "https://hooks.example.com/zilean-failed"
+    given = load(Service.WORKER, SETTINGS_ENCRYPTION_KEY=KEY, ZILEAN_ON_FAILURE_URL=url)
+    assert isinstance(unset, WorkerSettings)
+    assert isinstance(given, WorkerSettings)
+    assert (unset.on_failure_url, given.on_failure_url) == (None, url)
+
+
 def test_ui_limiter_settings_default_to_ten_per_minute_burst_five() -> None:
     settings = load(Service.UI)
     assert isinstance(settings, UiSettings)
@@ -98,6 +107,11 @@ def test_script_worker_reads_its_runtime_and_volume_root(tmp_path: Path) -> None
             Service.WORKER,
             {"SETTINGS_ENCRYPTION_KEY": KEY, "WORKER_MAX_CONCURRENCY": "201"},
             "WORKER_MAX_CONCURRENCY must be an integer from 1 to 200 (got '201')",
+        ),
+        (
+            Service.WORKER,
+            {"SETTINGS_ENCRYPTION_KEY": KEY, "ZILEAN_ON_FAILURE_URL": "hooks.example.com/x"},
+            "ZILEAN_ON_FAILURE_URL must be an absolute http or https URL",
         ),
         (Service.MCP, {"SETTINGS_ENCRYPTION_KEY": KEY}, "SETTINGS_ENCRYPTION_KEY is set"),
         (Service.WEBHOOK, {"SCRIPT_SECRETS_KEY": KEY}, "SCRIPT_SECRETS_KEY is set"),

@@ -21,14 +21,17 @@ from zilean.api.routes import (
     job_csv,
     jobs,
     meta,
+    queue_settings,
     roles,
+    runs,
     schedules,
     script_volumes,
     tokens,
     users,
 )
-from zilean.audit.retention import run_sweeps
 from zilean.config import CoreSettings, Settings
+from zilean.maintenance.sweeps import run_sweeps
+from zilean.scheduler import SchedulerService
 
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 
@@ -59,14 +62,24 @@ def create_service_app(
 
 @asynccontextmanager
 async def _core_background(app: FastAPI) -> AsyncIterator[None]:
-    """Run core's background loops for as long as the app serves."""
+    """Run core's background loops (sweeps, scheduler) for as long as the app serves."""
+    settings: CoreSettings = app.state.settings
     stop = asyncio.Event()
-    sweeps = asyncio.create_task(run_sweeps(app.state.engine, stop))
+    scheduler = SchedulerService(app.state.engine, settings.database_url, settings.timezone)
+    app.state.scheduler = scheduler
+    tasks = [
+        asyncio.create_task(run_sweeps(app.state.engine, stop), name="zilean-sweeps"),
+        asyncio.create_task(scheduler.run(stop), name="zilean-scheduler"),
+    ]
     try:
         yield
     finally:
         stop.set()
-        await sweeps
+        # Both loops return within a second of `stop`; a hung database call is cancelled.
+        _, pending = await asyncio.wait(tasks, timeout=2.0)  # seconds
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def create_core_app(settings: CoreSettings, engine: AsyncEngine) -> FastAPI:
@@ -79,6 +92,7 @@ def create_core_app(settings: CoreSettings, engine: AsyncEngine) -> FastAPI:
     )
     for module in (
         job_csv,  # before jobs: /api/jobs/{job_id} would claim /api/jobs/import
+        runs,
         meta,
         jobs,
         groups,
@@ -91,6 +105,7 @@ def create_core_app(settings: CoreSettings, engine: AsyncEngine) -> FastAPI:
         audit,
         global_variables,
         script_volumes,
+        queue_settings,
     ):
         app.include_router(module.router)
     return app

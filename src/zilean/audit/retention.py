@@ -1,4 +1,5 @@
-"""The audit retention setting and the daily sweep that applies it.
+"""The audit retention setting and the sweep that applies it (run daily by
+`maintenance/sweeps.py`).
 
 The sweep also removes sessions that expired more than a day ago (expired sessions are
 already refused at lookup; the rows are kept a day for troubleshooting).
@@ -6,8 +7,6 @@ already refused at lookup; the rows are kept a day for troubleshooting).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from datetime import timedelta
 
 import structlog
@@ -24,7 +23,6 @@ log = structlog.get_logger(__name__)
 
 MIN_RETENTION_DAYS = 1
 MAX_RETENTION_DAYS = 3650
-SWEEP_INTERVAL = 24 * 3600.0  # seconds
 EXPIRED_SESSION_GRACE = timedelta(hours=24)
 
 
@@ -70,14 +68,3 @@ async def sweep_once(engine: AsyncEngine) -> tuple[int, int]:
         retention_days=days,
     )
     return audit.rowcount, stale.rowcount
-
-
-async def run_sweeps(engine: AsyncEngine, stop: asyncio.Event) -> None:
-    """Sweep at start-up and then daily until `stop` is set; a failed sweep is retried next time."""
-    while not stop.is_set():
-        try:
-            await sweep_once(engine)
-        except Exception:
-            log.exception("retention sweep failed", action="audit.sweep_failed")
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=SWEEP_INTERVAL)

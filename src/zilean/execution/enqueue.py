@@ -40,13 +40,15 @@ class AttemptArgs:
 
     The worker re-reads the row on every attempt, so edits reach the next attempt. Only
     what must survive edits is copied here: the attempt budget fixed at insert, and the
-    trigger with a webhook run's payload, metadata and hop count.
+    trigger with a webhook run's payload, metadata and hop count. A retry is a fresh
+    queue job carrying `attempt + 1`; Procrastinate never retries an attempt itself.
     """
 
     job_id: str
     loop_iteration: int
     pool_index: int
     max_attempts: int
+    attempt: int = 1  # 1-based; our own retries re-insert with the next number
     trigger: str = Trigger.SCHEDULE
     webhook_hops: int | None = None
     webhook_payload: Any = None

@@ -1,7 +1,8 @@
 """The job registry service: create, read, replace, delete, enable and disable job rows.
 
 Each write validates through `validation.normalise_job`, records an audit entry in the
-same transaction, and never touches server-managed columns (locks, counters).
+same transaction, and never touches server-managed columns (locks, counters). A save that
+leaves an enabled one-off not yet queued queues its run in the same transaction.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from zilean.auth.principal import Principal
 from zilean.auth.tokens import digest, new_token
 from zilean.db.tables import scheduled_jobs
 from zilean.errors import InvalidInput, NotFound
+from zilean.execution.oneoff import queue_one_off
 from zilean.registry.fields import JobWrite
 from zilean.registry.groups import gated_clause
 from zilean.registry.validation import RegistryContext, normalise_job
@@ -41,17 +43,20 @@ def next_run_at(row: dict[str, Any], now: datetime, default_timezone: str) -> da
     """When the job will next fire on its own, or None (disabled, gated, webhook, fired).
 
     For a rate schedule this is an estimate from now: the scheduler measures `@every`
-    from when it added or last fired the entry.
+    from when it added or last fired the entry. A one-off is queued as soon as it is saved
+    (`run_at_fired_at`), but until its `run_at` passes that run is still to come.
     """
     if not row["enabled"] or row.get("group_gated"):
         return None
+    run_at = row["run_at"]
+    pending_one_off = run_at is not None and run_at > now
     try:
         zone = zoneinfo.ZoneInfo(row["timezone"] or default_timezone)
         schedule = parse_schedule(
             row["schedule_type"],
             row["cron_expression"],
             run_at=row["run_at"],
-            run_at_fired=row["run_at_fired_at"] is not None,
+            run_at_fired=row["run_at_fired_at"] is not None and not pending_one_off,
             timezone=zone,
         )
     except (ScheduleError, zoneinfo.ZoneInfoNotFoundError, ValueError):
@@ -151,6 +156,7 @@ async def create_job(
         token, token_values = _issue_webhook_token()
         values.update(token_values)
     await conn.execute(insert(scheduled_jobs).values(id=job_id, **values))
+    await queue_one_off(conn, job_id)
     public = await get_job(conn, context, job_id)
     await record(conn, actor, "job.create", "job", job_id, after=public)
     return _with_token(public, token, context)
@@ -184,6 +190,7 @@ async def update_job(
         .where(scheduled_jobs.c.id == job_id)
         .values(**values, updated_at=func.now())
     )
+    await queue_one_off(conn, job_id)
     public = await get_job(conn, context, job_id)
     await record(conn, actor, "job.update", "job", job_id, before=before, after=public)
     return _with_token(public, token, context)
@@ -214,6 +221,7 @@ async def set_enabled(
         )
         action = "job.enable" if enabled else "job.disable"
         await record(conn, actor, action, "job", job_id, after={"enabled": enabled})
+        await queue_one_off(conn, job_id)
     return await get_job(conn, context, job_id)
 
 
@@ -223,9 +231,13 @@ async def set_all_enabled(conn: AsyncConnection, actor: Actor, enabled: bool) ->
         update(scheduled_jobs)
         .where(scheduled_jobs.c.enabled.is_not(enabled))
         .values(enabled=enabled, updated_at=func.now())
-        .returning(scheduled_jobs.c.id)
+        .returning(scheduled_jobs.c.id, scheduled_jobs.c.schedule_type)
     )
-    ids: Sequence[uuid.UUID] = changed.scalars().all()
+    rows = changed.all()
+    ids: Sequence[uuid.UUID] = [row.id for row in rows]
+    for row in rows:
+        if row.schedule_type == ScheduleType.ONE_OFF:
+            await queue_one_off(conn, row.id)
     action = "job.enable_all" if enabled else "job.disable_all"
     await record(conn, actor, action, "job", None, after={"enabled": enabled, "count": len(ids)})
     return len(ids)

@@ -1,0 +1,87 @@
+"""The failure callback: one best-effort POST when a run fails for good.
+
+Sent after the attempt is recorded, to the job's `on_failure_url` or else the worker's
+`ZILEAN_ON_FAILURE_URL`. Never retried, never sent for a success, and a callback that
+fails is only logged (it never triggers a callback about itself). Callbacks run in the
+background so they never hold up the queue; `Callbacks.settle` waits for those in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import structlog
+
+log = structlog.get_logger(__name__)
+
+CALLBACK_TIMEOUT = 10.0  # seconds for the whole POST
+
+
+@dataclass(frozen=True)
+class FailureReport:
+    """The callback's body. `last_error` is already redacted."""
+
+    job_id: str
+    name: str
+    attempts: int
+    last_error: str | None
+    status_code: int | None
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "id": self.job_id,
+            "name": self.name,
+            "status": "failed",
+            "attempts": self.attempts,
+            "last_error": self.last_error,
+            "status_code": self.status_code,
+        }
+
+
+class Callbacks:
+    """Sends failure callbacks without making the attempt wait for them."""
+
+    def __init__(self, client: httpx.AsyncClient, default_url: str | None) -> None:
+        self._client = client
+        self._default_url = default_url
+        self._in_flight: set[asyncio.Task[None]] = set()
+
+    def url_for(self, job_url: str | None) -> str | None:
+        """Return where a job's failure goes: its own URL, else the worker-wide one."""
+        return (job_url or "").strip() or self._default_url
+
+    def send(self, url: str, report: FailureReport) -> None:
+        """Start the POST in the background; it is never retried."""
+        task = asyncio.create_task(self._post(url, report))
+        # The loop keeps only weak references to tasks: hold one until it finishes.
+        self._in_flight.add(task)
+        task.add_done_callback(self._in_flight.discard)
+
+    async def settle(self) -> None:
+        """Wait for every callback in flight (tests, and a worker that is stopping)."""
+        while self._in_flight:
+            await asyncio.gather(*self._in_flight, return_exceptions=True)
+
+    async def _post(self, url: str, report: FailureReport) -> None:
+        try:
+            response = await self._client.post(url, json=report.body(), timeout=CALLBACK_TIMEOUT)
+        except Exception as exc:  # a background task: nothing above it would see the error
+            log.warning(
+                "failure callback could not be sent",
+                action="callback.failed",
+                job_id=report.job_id,
+                error=type(exc).__name__,
+            )
+            return
+        if not response.is_success:
+            log.warning(
+                "failure callback was refused",
+                action="callback.refused",
+                job_id=report.job_id,
+                status_code=response.status_code,
+            )
+            return
+        log.info("failure callback sent", action="callback.sent", job_id=report.job_id)

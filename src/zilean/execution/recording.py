@@ -1,0 +1,402 @@
+"""The attempt's two statements: reading what it needs, and recording what it did.
+
+`load_attempt` is one statement: the job row, whether its group chain is disabled, the
+global variables it references, and the overlap lock refresh (or release, when the job
+can no longer run). `record_attempt` writes the call-history row, the per-minute stats
+bucket, the lifetime counters and either the lock release or nothing (the caller queues
+the continuation in the same transaction). Both statements are built here and nowhere
+else, so the hot path's SQL can be read in one place.
+"""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from itertools import chain
+from typing import Any
+
+from sqlalchemy import (
+    RowMapping,
+    Text,
+    and_,
+    case,
+    cast,
+    column,
+    delete,
+    func,
+    literal,
+    literal_column,
+    not_,
+    null,
+    or_,
+    select,
+    table,
+    update,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, insert
+from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql.dml import Delete, Update
+
+from zilean.db.tables import global_variables, job_attempts, job_call_stats, scheduled_jobs
+from zilean.execution.enqueue import AttemptArgs, Trigger
+from zilean.registry.fields import OneOffAfterRun, OverlapPolicy
+from zilean.registry.groups import gated_clause
+from zilean.schedules import ScheduleType
+
+MAX_CALLS_LIMIT = 100
+DEFAULT_CALLS_LIMIT = 20
+
+
+class AttemptState(StrEnum):
+    """How one attempt ended, as the call history shows it."""
+
+    SUCCEEDED = "succeeded"  # a 2xx response (a looping job may continue)
+    FAILED = "failed"  # a failure; retried while the attempt budget lasts
+    CANCELLED = "cancelled"  # can never succeed as configured, or retries are off
+
+
+# The columns an attempt reads: what it sends, and the settings its decisions use.
+_JOB_COLUMNS = (
+    "id", "name", "enabled", "group_name", "schedule_type", "one_off_after_run", "job_type",
+    "http_method", "url", "query_params", "body", "headers", "auth_type", "auth_config",
+    "auth_secret", "exec_timeout_ms", "pool_count", "overlap_policy",
+    "loop_enabled", "loop_response_path", "loop_delay_ms", "loop_jitter_ms",
+    "loop_max_iterations", "retry_enabled", "retry_mode", "retry_base_delay_ms",
+    "retry_multiplier", "retry_max_delay_ms", "retry_max_attempts", "on_failure_url",
+)  # fmt: skip
+
+# Procrastinate writes a `deferred` event when a job is inserted; an attempt queued for
+# "as soon as possible" has no scheduled_at of its own, so that is when it was due.
+_queue_events = table("procrastinate_events", column("job_id"), column("type"), column("at"))
+
+
+@dataclass(frozen=True)
+class StoredVariable:
+    """A global variable as loaded: plaintext, or the sealed bytes of a secret."""
+
+    id: uuid.UUID
+    name: str
+    value: str
+    sealed: bytes | None
+    is_secret: bool
+
+
+@dataclass(frozen=True)
+class LoadedJob:
+    """What the first statement returned for a job that still exists."""
+
+    row: Mapping[str, Any]
+    gated: bool
+    now: datetime  # the database clock when the attempt started
+    deferred_at: datetime | None
+    variables: Sequence[StoredVariable]
+
+    @property
+    def runnable(self) -> bool:
+        return bool(self.row["enabled"]) and not self.gated
+
+
+def _lock_key(pool_index: int) -> str:
+    return str(pool_index)
+
+
+def _load_statement(job_id: uuid.UUID, pool_index: int, queue_job_id: int | None) -> Any:
+    jobs = scheduled_jobs
+    key = _lock_key(pool_index)
+    locks = jobs.c.running_since_by_pool
+    runnable = and_(jobs.c.enabled, not_(gated_clause(jobs.c.group_name)))
+    # A runnable skip job refreshes its member's lock, so a long loop never looks stale;
+    # a job that can no longer run gives the lock back at once, whatever its policy.
+    lock_refresh = (
+        update(jobs)
+        .where(jobs.c.id == job_id)
+        .where(or_(jobs.c.overlap_policy == str(OverlapPolicy.SKIP), not_(runnable)))
+        .values(
+            running_since_by_pool=case(
+                (
+                    runnable,
+                    func.jsonb_set(
+                        locks, literal([key], ARRAY(Text)), func.to_jsonb(func.now()), True
+                    ),
+                ),
+                else_=locks.op("-")(cast(literal(key), Text)),
+            )
+        )
+        .returning(jobs.c.id)
+        .cte("lock_refresh")
+    )
+    variables = global_variables
+    texts = func.concat_ws(
+        " ",
+        jobs.c.url,
+        jobs.c.body,
+        cast(jobs.c.query_params, Text),
+        cast(jobs.c.headers, Text),
+        cast(jobs.c.auth_config, Text),
+    )
+    placeholder = literal(r"\{\{\s*") + variables.c.name + literal(r"\s*\}\}")
+    # The sealed auth secret may itself hold `{{name}}`: SQL cannot see inside it, so a
+    # job with one loads every variable and the worker opens only those it references.
+    referenced = or_(jobs.c.auth_secret.is_not(None), texts.regexp_match(placeholder))
+    shape = {
+        "id": variables.c.id,
+        "name": variables.c.name,
+        "value": variables.c.value,
+        "is_secret": variables.c.is_secret,
+        "sealed": func.encode(variables.c.secret_value, "base64"),
+    }
+    loaded_variables = (
+        select(
+            func.coalesce(
+                func.jsonb_agg(func.jsonb_build_object(*chain.from_iterable(shape.items()))),
+                cast(literal("[]"), JSONB),
+            )
+        )
+        .where(referenced)
+        .scalar_subquery()
+    )
+    deferred_at = (
+        select(func.min(_queue_events.c.at))
+        .where(
+            _queue_events.c.job_id == queue_job_id,
+            _queue_events.c.type == literal_column("'deferred'"),
+        )
+        .scalar_subquery()
+    )
+    return (
+        select(
+            *(jobs.c[name] for name in _JOB_COLUMNS),
+            gated_clause(jobs.c.group_name).label("gated"),
+            func.now().label("now"),
+            deferred_at.label("deferred_at"),
+            loaded_variables.label("variables"),
+        )
+        .where(jobs.c.id == job_id)
+        .add_cte(lock_refresh)
+    )
+
+
+async def load_attempt(
+    conn: AsyncConnection, args: AttemptArgs, queue_job_id: int | None
+) -> LoadedJob | None:
+    """Read everything one attempt needs in one statement; None when the job is gone.
+
+    Side effect, in the same statement: a runnable `skip` job's lock for this pool member
+    is stamped with the current time; a disabled or gated job's lock is released.
+    """
+    statement = _load_statement(uuid.UUID(args.job_id), args.pool_index, queue_job_id)
+    row = (await conn.execute(statement)).mappings().first()
+    if row is None:
+        return None
+    return LoadedJob(
+        row={name: row[name] for name in _JOB_COLUMNS},
+        gated=bool(row["gated"]),
+        now=row["now"],
+        deferred_at=row["deferred_at"],
+        variables=[_variable(item) for item in row["variables"]],
+    )
+
+
+def _variable(item: Mapping[str, Any]) -> StoredVariable:
+    sealed = item.get("sealed")
+    return StoredVariable(
+        id=uuid.UUID(item["id"]),
+        name=item["name"],
+        value=item["value"],
+        sealed=base64.b64decode(sealed) if sealed else None,
+        is_secret=bool(item["is_secret"]),
+    )
+
+
+@dataclass(frozen=True)
+class AttemptRecord:
+    """One finished attempt, ready to be written (every text field already redacted)."""
+
+    args: AttemptArgs
+    queue_job_id: int | None
+    state: AttemptState
+    scheduled_at: datetime | None
+    attempted_at: datetime
+    duration_ms: int | None
+    error: str | None
+    last_call: dict[str, Any] | None
+
+    @property
+    def job_id(self) -> uuid.UUID:
+        return uuid.UUID(self.args.job_id)
+
+
+@dataclass(frozen=True)
+class Ending:
+    """What the end of a run changes on the job row, beyond the counters.
+
+    `release` gives the pool member's overlap lock back; `one_off` is the completion of a
+    one-off run (`keep` disables the row, `delete` removes it), None otherwise.
+    """
+
+    release: bool
+    one_off: OneOffAfterRun | None = None
+
+
+def one_off_completion(row: Mapping[str, Any], trigger: str) -> OneOffAfterRun | None:
+    """Return how a finished run completes its one-off job, or None when it is not one."""
+    if row["schedule_type"] != ScheduleType.ONE_OFF or trigger != Trigger.ONE_OFF:
+        return None
+    if row["one_off_after_run"] == OneOffAfterRun.DELETE:
+        return OneOffAfterRun.DELETE
+    return OneOffAfterRun.KEEP
+
+
+def _record_statement(record: AttemptRecord, ending: Ending) -> Update | Delete:
+    jobs = scheduled_jobs
+    if ending.one_off is OneOffAfterRun.DELETE:
+        # The row's history goes with it (ON DELETE CASCADE), so there is nothing to add.
+        return delete(jobs).where(jobs.c.id == record.job_id).returning(func.now())
+    succeeded = record.state is AttemptState.SUCCEEDED
+    duration = record.duration_ms or 0
+    attempt_values: dict[str, Any] = {
+        "job_id": record.job_id,
+        "queue_job_id": record.queue_job_id,
+        "state": str(record.state),
+        "attempt": record.args.attempt,
+        "max_attempts": record.args.max_attempts,
+        "trigger": record.args.trigger,
+        "pool_index": record.args.pool_index,
+        "loop_iteration": record.args.loop_iteration,
+        "scheduled_at": record.scheduled_at,
+        "attempted_at": record.attempted_at,
+        "duration_ms": record.duration_ms,
+        "error": record.error,
+        "last_call": record.last_call,
+    }
+    # Both inserts select from the job row, so a job deleted mid-attempt records nothing.
+    history = (
+        insert(job_attempts)
+        .from_select(
+            [*attempt_values, "finalized_at"],
+            select(
+                *(
+                    (
+                        cast(null(), job_attempts.c[name].type)
+                        if value is None
+                        else literal(value, job_attempts.c[name].type)
+                    ).label(name)
+                    for name, value in attempt_values.items()
+                ),
+                func.now(),
+            ).where(jobs.c.id == record.job_id),
+        )
+        .cte("history")
+    )
+    bucket = func.date_trunc("minute", func.now())
+    stats_insert = insert(job_call_stats).from_select(
+        ["job_id", "bucket_start", "total", "completed", "failed", "duration_sum_ms",
+         "duration_max_ms"],
+        select(
+            jobs.c.id, bucket, literal(1), literal(int(succeeded)), literal(int(not succeeded)),
+            literal(duration), literal(duration),
+        ).where(jobs.c.id == record.job_id),
+    )  # fmt: skip
+    stats = stats_insert.on_conflict_do_update(
+        index_elements=[job_call_stats.c.job_id, job_call_stats.c.bucket_start],
+        set_={
+            "total": job_call_stats.c.total + stats_insert.excluded.total,
+            "completed": job_call_stats.c.completed + stats_insert.excluded.completed,
+            "failed": job_call_stats.c.failed + stats_insert.excluded.failed,
+            "duration_sum_ms": job_call_stats.c.duration_sum_ms
+            + stats_insert.excluded.duration_sum_ms,
+            "duration_max_ms": func.greatest(
+                job_call_stats.c.duration_max_ms, stats_insert.excluded.duration_max_ms
+            ),
+        },
+    ).cte("stats")
+    row_values: dict[str, Any] = {
+        "invocations_total": jobs.c.invocations_total + 1,
+        "invocations_completed": jobs.c.invocations_completed + int(succeeded),
+        "invocations_failed": jobs.c.invocations_failed + int(not succeeded),
+    }
+    row_values.update(_ending_values(record.args.pool_index, ending))
+    return (
+        update(jobs)
+        .where(jobs.c.id == record.job_id)
+        .values(**row_values)
+        .returning(func.now())
+        .add_cte(history, stats)
+    )
+
+
+def _ending_values(pool_index: int, ending: Ending) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    if ending.release:
+        key = cast(literal(_lock_key(pool_index)), Text)
+        values["running_since_by_pool"] = scheduled_jobs.c.running_since_by_pool.op("-")(key)
+    if ending.one_off is OneOffAfterRun.KEEP:
+        values.update(enabled=False, updated_at=func.now())
+    return values
+
+
+async def record_attempt(
+    conn: AsyncConnection, record: AttemptRecord, ending: Ending
+) -> datetime | None:
+    """Write the attempt's history row, stats bucket and counters, and apply `ending`.
+
+    One statement. Return the database time it was recorded at (the continuation is
+    scheduled from it), or None when the job no longer exists.
+    """
+    recorded: datetime | None = (
+        await conn.execute(_record_statement(record, ending))
+    ).scalar_one_or_none()
+    return recorded
+
+
+async def end_run(
+    conn: AsyncConnection, job_id: uuid.UUID, pool_index: int, ending: Ending
+) -> None:
+    """Apply only `ending` (no history, no counters): the fallback when recording failed."""
+    if ending.one_off is OneOffAfterRun.DELETE:
+        await conn.execute(delete(scheduled_jobs).where(scheduled_jobs.c.id == job_id))
+        return
+    values = _ending_values(pool_index, ending)
+    if values:
+        await conn.execute(
+            update(scheduled_jobs).where(scheduled_jobs.c.id == job_id).values(**values)
+        )
+
+
+def call_entry(row: RowMapping) -> dict[str, Any]:
+    """Return one attempt as `/api/jobs/{id}/calls` shows it.
+
+    `job_id` is the queue job's id, as the spec names it; the registry id is the path.
+    """
+    return {
+        "job_id": row["queue_job_id"],
+        "state": row["state"],
+        "attempt": row["attempt"],
+        "max_attempts": row["max_attempts"],
+        "trigger": row["trigger"],
+        "scheduled_at": row["scheduled_at"],
+        "attempted_at": row["attempted_at"],
+        "finalized_at": row["finalized_at"],
+        "duration_ms": row["duration_ms"],
+        "last_error": row["error"],
+        "pool_index": row["pool_index"],
+        "loop_iteration": row["loop_iteration"],
+        "last_call": row["last_call"],
+    }
+
+
+async def recent_calls(
+    conn: AsyncConnection, job_id: uuid.UUID, limit: int
+) -> list[dict[str, Any]]:
+    """Return the job's newest `limit` attempts, newest first."""
+    rows = await conn.execute(
+        select(job_attempts)
+        .where(job_attempts.c.job_id == job_id)
+        .order_by(job_attempts.c.id.desc())
+        .limit(limit)
+    )
+    return [call_entry(row) for row in rows.mappings()]

@@ -1,0 +1,213 @@
+"""A real worker runs HTTP attempts: records, loops, pools, variables and the overlap lock."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+from fastapi import FastAPI
+from sqlalchemy import event
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tests.support.actors import Cast, client_for
+from tests.support.attempts import (
+    attempts,
+    http_job,
+    job_row,
+    locks,
+    queue_statuses,
+    remaining,
+    run_now,
+    settled,
+    stats,
+    worker_for,
+)
+from tests.support.target import ScriptedResponse, http_target
+from zilean.execution.loop import MAX_ITERATIONS_MESSAGE
+
+
+async def test_a_success_records_one_attempt_its_stats_and_counters_in_two_statements(
+    core_app: FastAPI, engine: AsyncEngine, database_url: str, cast: Cast
+) -> None:
+    with http_target() as target:
+        target.respond(ScriptedResponse(body=b'{"ok": true}'))
+        job = await http_job(core_app, cast.alice.session, target, name="ping")
+        queued = await run_now(core_app, cast.alice.session, job["id"])
+        assert (queued.status_code, queued.json()) == (200, {"queued": 1, "busy_members": []})
+        assert set(await locks(engine, job["id"])) == {"0"}
+        async with worker_for(database_url) as worker:
+            statements: list[str] = []
+
+            def count(*args: Any) -> None:
+                statements.append(args[2])
+
+            event.listen(worker.engine.sync_engine, "before_cursor_execute", count)
+            await worker.drain(lambda: settled(engine))
+            event.remove(worker.engine.sync_engine, "before_cursor_execute", count)
+    # The hot path: one statement to read, one to record (no BEGIN/COMMIT: autocommit).
+    assert len(statements) == 2, statements
+    assert statements[0].lstrip().startswith("WITH lock_refresh AS")
+    assert statements[1].lstrip().startswith("WITH history AS")
+    assert len(target.requests) == 1
+    assert target.requests[0].headers["x-zilean-webhook-hops"] == "1"
+    [attempt] = await attempts(engine, job["id"])
+    assert attempt["state"] == "succeeded"
+    assert (attempt["attempt"], attempt["max_attempts"], attempt["trigger"]) == (1, 5, "run_now")
+    assert (attempt["pool_index"], attempt["loop_iteration"], attempt["error"]) == (0, 0, None)
+    assert attempt["scheduled_at"] <= attempt["attempted_at"] <= attempt["finalized_at"]
+    assert attempt["last_call"] == {
+        "method": "GET",
+        "url": f"{target.base_url}/work",
+        "status_code": 200,
+        "duration_ms": attempt["duration_ms"],
+        "response_snippet": '{"ok": true}',
+    }
+    [bucket] = await stats(engine, job["id"])
+    assert (bucket["total"], bucket["completed"], bucket["failed"]) == (1, 1, 0)
+    assert bucket["duration_sum_ms"] == bucket["duration_max_ms"] == attempt["duration_ms"]
+    assert bucket["bucket_start"].second == bucket["bucket_start"].microsecond == 0
+    row = await job_row(engine, job["id"])
+    assert row is not None
+    assert (row["invocations_total"], row["invocations_completed"]) == (1, 1)
+    assert row["invocations_failed"] == 0
+    assert row["running_since_by_pool"] == {}
+    assert await queue_statuses(engine) == ["succeeded"]
+
+
+async def test_a_countdown_endpoint_loops_until_nothing_remains(
+    core_app: FastAPI, engine: AsyncEngine, database_url: str, cast: Cast
+) -> None:
+    with http_target() as target:
+        target.respond(remaining(2), remaining(1), remaining(0), remaining(7))
+        job = await http_job(
+            core_app, cast.alice.session, target, loop_enabled=True, loop_delay_ms=0
+        )
+        await run_now(core_app, cast.alice.session, job["id"])
+        async with worker_for(database_url) as worker:
+            await worker.drain(lambda: settled(engine))
+    assert len(target.requests) == 3
+    rows = await attempts(engine, job["id"])
+    assert [(row["loop_iteration"], row["state"]) for row in rows] == [
+        (0, "succeeded"),
+        (1, "succeeded"),
+        (2, "succeeded"),
+    ]
+    assert {row["trigger"] for row in rows} == {"run_now"}
+    assert await locks(engine, job["id"]) == {}
+    row = await job_row(engine, job["id"])
+    assert row is not None
+    assert row["invocations_total"] == 3
+
+
+async def test_the_iteration_cap_stops_the_loop_cleanly(
+    core_app: FastAPI,
+    engine: AsyncEngine,
+    database_url: str,
+    cast: Cast,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with http_target() as target:
+        target.respond(*(remaining(5) for _ in range(5)))
+        job = await http_job(
+            core_app, cast.alice.session, target, name="drainer", loop_enabled=True,
+            loop_delay_ms=0, loop_max_iterations=2,
+        )  # fmt: skip
+        await run_now(core_app, cast.alice.session, job["id"])
+        with caplog.at_level(logging.ERROR):
+            async with worker_for(database_url) as worker:
+                await worker.drain(lambda: settled(engine))
+    assert len(target.requests) == 2
+    rows = await attempts(engine, job["id"])
+    assert [row["state"] for row in rows] == ["succeeded", "succeeded"]
+    assert await locks(engine, job["id"]) == {}
+    assert await queue_statuses(engine) == ["succeeded", "succeeded"]  # never failed
+    [line] = [record for record in caplog.records if MAX_ITERATIONS_MESSAGE in record.getMessage()]
+    logged = line.msg
+    assert isinstance(logged, dict)
+    assert (logged["job_id"], logged["name"], logged["pool_index"], logged["cap"]) == (
+        job["id"],
+        "drainer",
+        0,
+        2,
+    )
+
+
+async def test_each_pool_member_gets_its_index_and_a_single_job_gets_none(
+    core_app: FastAPI, engine: AsyncEngine, database_url: str, cast: Cast
+) -> None:
+    with http_target() as target:
+        pooled = await http_job(core_app, cast.alice.session, target, name="pooled", pool_count=3)
+        single = await http_job(
+            core_app, cast.alice.session, target, name="single", query_params={"a": "1"}
+        )
+        assert (await run_now(core_app, cast.alice.session, pooled["id"])).json()["queued"] == 3
+        await run_now(core_app, cast.alice.session, single["id"])
+        async with worker_for(database_url) as worker:
+            await worker.drain(lambda: settled(engine))
+    queries = sorted(request.query for request in target.requests)
+    assert queries == ["a=1", "pool_idx=0", "pool_idx=1", "pool_idx=2"]
+    rows = await attempts(engine, pooled["id"])
+    assert sorted(row["pool_index"] for row in rows) == [0, 1, 2]
+    assert await locks(engine, pooled["id"]) == {}
+
+
+async def test_a_global_variable_edit_reaches_the_next_attempt(
+    core_app: FastAPI, engine: AsyncEngine, database_url: str, cast: Cast
+) -> None:
+    async with client_for(core_app, cast.alice.session) as alice:
+        created = await alice.post(
+            "/api/global-variables",
+            json={"name": "REGION", "value": "eu", "is_secret": False, "allow_in_scripts": False},
+        )
+        assert created.status_code == 201, created.text
+        variable = created.json()
+    with http_target() as target:
+        job = await http_job(
+            core_app, cast.alice.session, target, headers={"X-Region": "{{ REGION }}"}
+        )
+        async with worker_for(database_url) as worker:
+            await run_now(core_app, cast.alice.session, job["id"])
+            await worker.drain(lambda: settled(engine))
+            async with client_for(core_app, cast.alice.session) as alice:
+                edited = await alice.put(
+                    f"/api/global-variables/{variable['id']}", json={**variable, "value": "us"}
+                )
+                assert edited.status_code == 200, edited.text
+            await run_now(core_app, cast.alice.session, job["id"])
+            await worker.drain(lambda: settled(engine))
+    assert [request.headers["x-region"] for request in target.requests] == ["eu", "us"]
+
+
+async def test_a_second_run_now_while_a_skip_job_runs_is_refused(
+    core_app: FastAPI, engine: AsyncEngine, cast: Cast
+) -> None:
+    with http_target() as target:
+        job = await http_job(core_app, cast.alice.session, target)
+        first = await run_now(core_app, cast.alice.session, job["id"])
+        second = await run_now(core_app, cast.alice.session, job["id"])
+    assert first.status_code == 200
+    assert second.status_code == 409
+    assert "run in progress" in second.json()["error"]
+    assert await queue_statuses(engine) == ["todo"]
+
+
+@pytest.mark.parametrize("switch_off", ["job", "group"])
+async def test_a_job_switched_off_before_its_attempt_runs_exits_cleanly_and_unlocks(
+    core_app: FastAPI, engine: AsyncEngine, database_url: str, cast: Cast, switch_off: str
+) -> None:
+    with http_target() as target:
+        job = await http_job(core_app, cast.alice.session, target, group_name="Ops/Nightly")
+        await run_now(core_app, cast.alice.session, job["id"])
+        async with client_for(core_app, cast.alice.session) as alice:
+            if switch_off == "job":  # the job itself is disabled
+                response = await alice.post(f"/api/jobs/{job['id']}/disable")
+            else:  # an ancestor group is disabled
+                response = await alice.post("/api/groups/disable", json={"group_name": "Ops"})
+            assert response.status_code == 200, response.text
+        async with worker_for(database_url) as worker:
+            await worker.drain(lambda: settled(engine))
+    assert target.requests == []
+    assert await attempts(engine, job["id"]) == []
+    assert await locks(engine, job["id"]) == {}
+    assert await queue_statuses(engine) == ["succeeded"]  # finished, not failed or retried
