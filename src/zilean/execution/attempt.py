@@ -11,8 +11,8 @@ loop and retry are fresh queue inserts made here; a failed recording never chang
 decision, and a second transaction still queues the continuation or releases the lock.
 Only a first statement that cannot reach the database raises, so Procrastinate re-runs
 the queue job (nothing was sent yet). Non-guarantee: a worker killed mid-attempt leaves
-its lock until `LOCK_STALE` and its queue job in `doing` (the stalled-attempt reaper is
-core's job).
+its lock and its queue job in `doing` until core's stalled-attempt reaper
+(`reaper.py`) records it as lost and retries or ends the run.
 """
 
 from __future__ import annotations

@@ -3,20 +3,26 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import procrastinate
 import structlog
-from procrastinate.worker import Worker
 
 from zilean.config import ScriptWorkerSettings, Service, WorkerSettings
 from zilean.crypto.secretbox import SecretBox
 from zilean.db.engine import create_engine
 from zilean.db.migrate import wait_for_schema
 from zilean.execution.attempt import AttemptRunner, register_attempt_task
-from zilean.execution.queues import SERVICE_QUEUES, create_queue_app
+from zilean.execution.queues import SERVICE_QUEUES
 from zilean.jobkinds.http.call import new_client
+from zilean.services.engine import (
+    WORKER_HEARTBEAT_INTERVAL,
+    NoProgressWatchdog,
+    Progress,
+    WatchedWorker,
+    supervise,
+)
 from zilean.services.signals import stop_on_signals
 
 log = structlog.get_logger(__name__)
@@ -26,7 +32,11 @@ ENGINE_POOL = 10  # connections kept per worker: an attempt holds one only per s
 
 
 async def run_worker(service: Service, settings: WorkerSettings | ScriptWorkerSettings) -> None:
-    """Consume this service's queue until SIGINT or SIGTERM, then drain for `SOFT_STOP`."""
+    """Consume this service's queue until SIGINT or SIGTERM, then drain for `SOFT_STOP`.
+
+    The queue engine runs supervised (`services/engine.py`): restarted on any end we did
+    not ask for, and the process exits non-zero when it makes no progress.
+    """
     queues = sorted(SERVICE_QUEUES[service])
     log.info(
         "starting",
@@ -39,9 +49,10 @@ async def run_worker(service: Service, settings: WorkerSettings | ScriptWorkerSe
     with stop_on_signals(stop):
         if not await wait_for_schema(settings.database_url, stop=stop):
             return
-        app = create_queue_app(settings.database_url, max_connections=settings.max_concurrency + 2)
-        async with _attempt_task(app, settings), app.open_async():
-            worker = Worker(
+        progress = Progress()
+
+        def make_worker(app: procrastinate.App) -> WatchedWorker:
+            return WatchedWorker(
                 app=app,
                 name=str(service),
                 queues=queues,
@@ -50,21 +61,41 @@ async def run_worker(service: Service, settings: WorkerSettings | ScriptWorkerSe
                 # Our handlers are installed from the first instant; the engine's own
                 # arrive only once its loop starts, leaving a window where SIGTERM kills.
                 install_signal_handlers=False,
+                update_heartbeat_interval=WORKER_HEARTBEAT_INTERVAL,
+                worker_middleware=[progress.middleware],
             )
-            await _run_until_stopped(worker, stop)
+
+        probe = create_engine(settings.database_url, pool_size=1, max_overflow=0)
+        watchdog = NoProgressWatchdog(probe, queues, progress, settings.max_concurrency)
+        watching = asyncio.create_task(watchdog.run(stop), name="zilean-no-progress")
+        try:
+            async with _attempt_task(settings) as register:
+                await supervise(
+                    database_url=settings.database_url,
+                    max_connections=settings.max_concurrency + 2,
+                    register=register,
+                    make_worker=make_worker,
+                    stop=stop,
+                    progress=progress,
+                )
+        finally:
+            stop.set()
+            await watching
+            await probe.dispose()
     log.info("stopped", action="service.stopped")
 
 
 @asynccontextmanager
 async def _attempt_task(
-    app: procrastinate.App, settings: WorkerSettings | ScriptWorkerSettings
-) -> AsyncIterator[None]:
-    """Register the attempt task for the HTTP worker, with its engine and shared client.
+    settings: WorkerSettings | ScriptWorkerSettings,
+) -> AsyncIterator[Callable[[procrastinate.App], None]]:
+    """Yield how each engine run registers the attempt task (HTTP worker only).
 
-    Script workers register nothing yet: script attempts arrive with their own runner.
+    The attempt engine and HTTP client outlive engine restarts. Script workers register
+    nothing yet: script attempts arrive with their own runner.
     """
     if not isinstance(settings, WorkerSettings):
-        yield
+        yield lambda app: None
         return
     size = min(settings.max_concurrency, ENGINE_POOL)
     engine = create_engine(settings.database_url, pool_size=size, max_overflow=size)
@@ -76,22 +107,9 @@ async def _attempt_task(
         SecretBox(settings.settings_encryption_key),
         default_failure_url=settings.on_failure_url,
     )
-    register_attempt_task(app, runner)
     try:
-        yield
+        yield lambda app: register_attempt_task(app, runner)
     finally:
         await runner.callbacks.settle()
         await client.aclose()
         await engine.dispose()
-
-
-async def _run_until_stopped(worker: Worker, stop: asyncio.Event) -> None:
-    running = asyncio.create_task(worker.run())  # type: ignore[no-untyped-call]
-    stopping = asyncio.create_task(stop.wait())
-    done, _ = await asyncio.wait({running, stopping}, return_when=asyncio.FIRST_COMPLETED)
-    if stopping in done:
-        worker.stop()  # type: ignore[no-untyped-call]
-        await running
-    else:
-        stopping.cancel()
-        running.result()
