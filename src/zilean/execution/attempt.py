@@ -17,9 +17,11 @@ its lock and its queue job in `doing` until core's stalled-attempt reaper
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import uuid
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -63,6 +65,10 @@ log = structlog.get_logger(__name__)
 DATABASE_RETRY = procrastinate.RetryStrategy(
     max_attempts=5, exponential_wait=2, retry_exceptions={DatabaseUnavailable}
 )
+# The longest exec_timeout_ms (30 min) plus 5 minutes: the last resort for an attempt that
+# somehow outlives its own timeout.
+ATTEMPT_SAFETY_NET = 35 * 60.0  # seconds
+
 # Reasons `decide_retry` gives for a failure that must not be retried by design.
 _CANCELLING_REASONS = frozenset({"permanent", "retry_disabled"})
 
@@ -166,6 +172,19 @@ class AttemptRunner:
         if plan.terminal and plan.state is not AttemptState.SUCCEEDED:
             self._report_failure(loaded, args, call, error)
         return plan.state
+
+    async def abandon(self, args: AttemptArgs) -> None:
+        """Release the member's lock of an attempt that was cancelled mid-flight."""
+        try:
+            async with self._engine.begin() as conn:
+                await end_run(
+                    conn,
+                    uuid.UUID(args.job_id),
+                    args.pool_index,
+                    Ending(release=True, one_off=None),
+                )
+        except SQLAlchemyError:
+            log.exception("could not release an abandoned attempt's lock", job_id=args.job_id)
 
     async def _call(self, loaded: LoadedJob, args: AttemptArgs) -> CallResult:
         row = loaded.row
@@ -373,4 +392,31 @@ def register_attempt_task(app: procrastinate.App, runner: AttemptRunner) -> None
     @app.task(name=ATTEMPT_TASK, pass_context=True, retry=DATABASE_RETRY)
     async def run_attempt(context: JobContext, /, **args: Any) -> None:
         job = context.job
-        await runner.run(QueuedAttempt(job.id, job.scheduled_at), AttemptArgs.from_args(args))
+        attempt = AttemptArgs.from_args(args)
+        await run_with_safety_net(
+            runner.run(QueuedAttempt(job.id, job.scheduled_at), attempt),
+            ATTEMPT_SAFETY_NET,
+            on_abandon=lambda: runner.abandon(attempt),
+        )
+
+
+async def run_with_safety_net(
+    attempt: Coroutine[Any, Any, object],
+    seconds: float,
+    *,
+    on_abandon: Callable[[], Awaitable[None]],
+) -> None:
+    """Run an attempt, but never longer than `seconds`: past that it is cancelled and
+    abandoned (its member's lock released), and AttemptAbandoned is raised so the queue job
+    ends as failed. Only an attempt stuck outside its own `exec_timeout_ms` gets here."""
+    try:
+        async with asyncio.timeout(seconds):
+            await attempt
+    except TimeoutError:
+        log.error("attempt outlived the safety net; abandoned", action="attempt.abandoned")
+        await on_abandon()
+        raise AttemptAbandoned() from None
+
+
+class AttemptAbandoned(Exception):
+    """The attempt outlived the safety net and was cancelled."""
