@@ -6,6 +6,7 @@ to every app, so each one starts and stops exactly as it would standalone.
 
 from __future__ import annotations
 
+import asyncio
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
@@ -54,5 +55,10 @@ class Origin:
                 await send({"type": "lifespan.startup.failed", "message": str(exc)})
                 raise
             await send({"type": "lifespan.startup.complete"})
-            await receive()  # lifespan.shutdown
+            try:
+                await receive()  # lifespan.shutdown
+            except asyncio.CancelledError:
+                # A second Ctrl-C forces the exit: the apps still shut down (the exit
+                # stack unwinds here), without a traceback for an ordinary stop.
+                return
         await send({"type": "lifespan.shutdown.complete"})
