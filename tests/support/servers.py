@@ -31,10 +31,14 @@ def live_server(app: Any, *, startup_timeout: float = 10.0) -> Iterator[str]:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="on")
+    # In-flight requests (a test's deliberately hanging handler) are cut off after 1 s.
+    config = uvicorn.Config(
+        app, log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=1
+    )
     server = _QuietServer(config)
     server.capture_signals = _no_signals  # type: ignore[method-assign]
-    thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])))
+    # A daemon thread: a server that fails to stop must never keep pytest from exiting.
+    thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True)
     thread.start()
     deadline = time.monotonic() + startup_timeout
     while not server.started:

