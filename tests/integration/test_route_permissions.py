@@ -1,4 +1,4 @@
-"""Every `/api` route declares exactly one access rule, and it is the spec's.
+"""Every `/api` route and `/prometheus/metrics` declare exactly one access rule: the spec's.
 
 The static checks read the `Authorize` dependency off each registered route, so a new
 route without an entry in EXPECTED fails here. The behavioural checks call the routes.
@@ -56,6 +56,14 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("POST", "/api/jobs/{job_id}/webhook/rotate"): "jobs:write",
     ("POST", "/api/jobs/{job_id}/run"): "jobs:write",
     ("GET", "/api/jobs/{job_id}/calls"): "jobs:read",
+    ("GET", "/api/jobs/heartbeats"): "jobs:read",
+    ("GET", "/api/jobs/{job_id}/activity"): "jobs:read",
+    ("GET", "/api/metrics/live"): "metrics:read",
+    ("GET", "/api/metrics/history"): "metrics:read",
+    ("GET", "/api/system/health"): "metrics:read",
+    ("GET", "/prometheus/metrics"): "metrics:read",
+    ("GET", "/api/scripts/liveness"): "jobs:script",
+    ("GET", "/api/script-workers/status"): "scriptvolumes:read",
     ("GET", "/api/jobs/import/template"): "jobs:write",
     ("POST", "/api/jobs/import"): "jobs:write",
     ("GET", "/api/jobs/export"): "jobs:read",
@@ -84,6 +92,8 @@ VOLUME_BODY = {"name": "reports", "max_mode": "rw", "description": ""}
 # A valid-shaped request for every route that needs a permission Read-Only lacks.
 JOB_BODY = {"name": "j", "url": "https://example.com", "cron_expression": "* * * * *"}
 CAROL_LACKS = [
+    # jobs:script
+    pytest.param("GET", "/api/scripts/liveness", None),
     # jobs:write
     pytest.param("GET", "/api/jobs/import/template", None),
     # jobs:write (the permission is checked before the upload is read)
@@ -174,7 +184,7 @@ def api_routes(app: FastAPI) -> dict[tuple[str, str], list[Authorize]]:
             continue
         path = context.path
         assert path is not None
-        if not path.startswith("/api"):
+        if not path.startswith(("/api", "/prometheus")):
             continue
         for method in context.methods or ():
             assert (method, path) not in found, f"{method} {path} is registered twice"
@@ -254,6 +264,13 @@ async def test_it_lets_read_only_use_the_routes_her_permissions_cover(
         ("GET", "/api/jobs/{job_id}"),
         ("GET", "/api/jobs/{job_id}/webhook"),
         ("GET", "/api/jobs/{job_id}/calls"),
+        ("GET", "/api/jobs/heartbeats"),
+        ("GET", "/api/jobs/{job_id}/activity"),
+        ("GET", "/api/metrics/live"),
+        ("GET", "/api/metrics/history"),
+        ("GET", "/api/system/health"),
+        ("GET", "/prometheus/metrics"),
+        ("GET", "/api/script-workers/status"),
         ("GET", "/api/groups/disabled"),
         ("GET", "/api/users"),
         ("GET", "/api/roles"),

@@ -14,6 +14,7 @@ from zilean.api import health
 from zilean.api.errors import install_error_handlers
 from zilean.api.routes import (
     account,
+    activity,
     audit,
     global_variables,
     groups,
@@ -21,6 +22,8 @@ from zilean.api.routes import (
     job_csv,
     jobs,
     meta,
+    monitoring,
+    prometheus,
     queue_settings,
     roles,
     runs,
@@ -29,22 +32,39 @@ from zilean.api.routes import (
     tokens,
     users,
 )
-from zilean.config import CoreSettings, Settings
+from zilean.config import CoreSettings, Service, Settings
 from zilean.maintenance.sweeps import run_sweeps
+from zilean.monitoring.prometheus import MetricsExporter
+from zilean.monitoring.sampling import sampling
 from zilean.scheduler import SchedulerService
 
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 
 
 def create_service_app(
+    service: Service,
     title: str,
     settings: Settings,
     engine: AsyncEngine,
     *,
     openapi_url: str | None = None,
-    lifespan: Lifespan | None = None,
+    background: Lifespan | None = None,
 ) -> FastAPI:
-    """Return an app with the settings and engine on `app.state`, `/healthz` and JSON errors."""
+    """Return an app with the settings and engine on `app.state`, `/healthz` and JSON errors.
+
+    While it serves, the app samples its process under `service`'s label and runs
+    `background`, if any.
+    """
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with sampling(engine, service):
+            if background is None:
+                yield
+            else:
+                async with background(app):
+                    yield
+
     app = FastAPI(
         title=title,
         version=__version__,
@@ -62,7 +82,7 @@ def create_service_app(
 
 @asynccontextmanager
 async def _core_background(app: FastAPI) -> AsyncIterator[None]:
-    """Run core's background loops (sweeps, scheduler) for as long as the app serves."""
+    """Run core's background loops (sweeps, scheduler, metrics export) while the app serves."""
     settings: CoreSettings = app.state.settings
     stop = asyncio.Event()
     scheduler = SchedulerService(app.state.engine, settings.database_url, settings.timezone)
@@ -70,12 +90,13 @@ async def _core_background(app: FastAPI) -> AsyncIterator[None]:
     tasks = [
         asyncio.create_task(run_sweeps(app.state.engine, stop), name="zilean-sweeps"),
         asyncio.create_task(scheduler.run(stop), name="zilean-scheduler"),
+        asyncio.create_task(app.state.metrics_exporter.run(stop), name="zilean-prometheus"),
     ]
     try:
         yield
     finally:
         stop.set()
-        # Both loops return within a second of `stop`; a hung database call is cancelled.
+        # The loops return within a second of `stop`; a hung database call is cancelled.
         _, pending = await asyncio.wait(tasks, timeout=2.0)  # seconds
         for task in pending:
             task.cancel()
@@ -84,14 +105,18 @@ async def _core_background(app: FastAPI) -> AsyncIterator[None]:
 
 def create_core_app(settings: CoreSettings, engine: AsyncEngine) -> FastAPI:
     app = create_service_app(
+        Service.CORE,
         "Zilean admin API",
         settings,
         engine,
         openapi_url="/api/openapi.json",
-        lifespan=_core_background,
+        background=_core_background,
     )
+    app.state.metrics_exporter = MetricsExporter(engine)
     for module in (
-        job_csv,  # before jobs: /api/jobs/{job_id} would claim /api/jobs/import
+        # Before jobs: /api/jobs/{job_id} would claim /api/jobs/import and /heartbeats.
+        job_csv,
+        activity,
         runs,
         meta,
         jobs,
@@ -106,6 +131,8 @@ def create_core_app(settings: CoreSettings, engine: AsyncEngine) -> FastAPI:
         global_variables,
         script_volumes,
         queue_settings,
+        monitoring,
+        prometheus,
     ):
         app.include_router(module.router)
     return app

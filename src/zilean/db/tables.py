@@ -307,3 +307,36 @@ job_firings = Table(
     Column("scheduled_for", DateTime(timezone=True), primary_key=True),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
 )
+
+# One row per service per minute: each process samples itself (`monitoring/sampling.py`).
+# Several processes may share a label (replicas, or `zilean up` hosting four services
+# in one process); `hostname` and `pid` tell them apart.
+worker_metrics = Table(
+    "worker_metrics",
+    metadata,
+    Column("id", BigInteger, Identity(always=False), primary_key=True),
+    Column("service", Text, nullable=False),
+    Column("sampled_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("hostname", Text, nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("cpu_percent", Float, nullable=False),
+    Column("rss_bytes", BigInteger, nullable=False),
+    Column("python_allocated_blocks", BigInteger, nullable=False),
+    Column("threads", Integer, nullable=False),
+    Column("asyncio_tasks", Integer, nullable=False),
+    Column("open_fds", Integer, nullable=False),
+)
+Index("ix_worker_metrics_service_sampled_at", worker_metrics.c.service, worker_metrics.c.sampled_at)
+Index("ix_worker_metrics_sampled_at", worker_metrics.c.sampled_at)
+
+# What each script worker found at start-up, repeated every minute: one row per queue.
+script_worker_status = Table(
+    "script_worker_status",
+    metadata,
+    Column("queue", Text, primary_key=True),
+    Column("hostname", Text, nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("sandbox_enforced", Boolean, nullable=False),
+    Column("volumes_root_mounted", Boolean, nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)

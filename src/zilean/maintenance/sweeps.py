@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from zilean.audit.retention import sweep_once as sweep_audit
 from zilean.maintenance.history import sweep_history
+from zilean.maintenance.metrics import sweep_samples
 from zilean.maintenance.queue_jobs import sweep_finished_queue_jobs
 
 log = structlog.get_logger(__name__)
@@ -39,6 +40,11 @@ async def _sweep_queue_jobs(engine: AsyncEngine) -> None:
     log.info("queue job sweep", action="queue_jobs.sweep", queue_jobs_removed=removed)
 
 
+async def _sweep_samples(engine: AsyncEngine) -> None:
+    removed = await sweep_samples(engine)
+    log.info("metrics sample sweep", action="metrics.sweep", samples_removed=removed)
+
+
 async def _sweep_audit(engine: AsyncEngine) -> None:
     await sweep_audit(engine)  # logs its own summary
 
@@ -47,6 +53,7 @@ SWEEPS: tuple[tuple[str, Callable[[AsyncEngine], Awaitable[None]]], ...] = (
     ("audit", _sweep_audit),
     ("history", _sweep_history),
     ("queue_jobs", _sweep_queue_jobs),
+    ("metrics", _sweep_samples),
 )
 
 

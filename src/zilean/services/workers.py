@@ -16,6 +16,8 @@ from zilean.db.migrate import wait_for_schema
 from zilean.execution.attempt import AttemptRunner, register_attempt_task
 from zilean.execution.queues import SERVICE_QUEUES
 from zilean.jobkinds.http.call import new_client
+from zilean.monitoring.sampling import run_sampling
+from zilean.monitoring.script_workers import run_status_reports
 from zilean.services.engine import (
     WORKER_HEARTBEAT_INTERVAL,
     NoProgressWatchdog,
@@ -65,9 +67,19 @@ async def run_worker(service: Service, settings: WorkerSettings | ScriptWorkerSe
                 worker_middleware=[progress.middleware],
             )
 
-        probe = create_engine(settings.database_url, pool_size=1, max_overflow=0)
+        # One small pool for the watchdog's probes, the metrics samples and status reports.
+        probe = create_engine(settings.database_url, pool_size=1, max_overflow=1)
         watchdog = NoProgressWatchdog(probe, queues, progress, settings.max_concurrency)
-        watching = asyncio.create_task(watchdog.run(stop), name="zilean-no-progress")
+        monitors = [
+            asyncio.create_task(watchdog.run(stop), name="zilean-no-progress"),
+            asyncio.create_task(run_sampling(probe, service, stop), name="zilean-sampling"),
+        ]
+        if isinstance(settings, ScriptWorkerSettings):
+            monitors.append(
+                asyncio.create_task(
+                    run_status_reports(probe, settings, stop), name="zilean-script-status"
+                )
+            )
         try:
             async with _attempt_task(settings) as register:
                 await supervise(
@@ -80,7 +92,7 @@ async def run_worker(service: Service, settings: WorkerSettings | ScriptWorkerSe
                 )
         finally:
             stop.set()
-            await watching
+            await asyncio.gather(*monitors)
             await probe.dispose()
     log.info("stopped", action="service.stopped")
 

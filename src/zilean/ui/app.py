@@ -9,7 +9,7 @@ from fastapi.staticfiles import StaticFiles
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from zilean.api.app import create_service_app
-from zilean.config import UiSettings
+from zilean.config import Service, UiSettings
 from zilean.ui import pages
 from zilean.ui.ratelimit import RateLimiter
 
@@ -17,7 +17,7 @@ ASSETS = Path(__file__).parent / "assets"
 
 
 def create_ui_app(settings: UiSettings, engine: AsyncEngine) -> FastAPI:
-    app = create_service_app("Zilean UI", settings, engine)
+    app = create_service_app(Service.UI, "Zilean UI", settings, engine)
     # Separate buckets: exhausting sign-in must not block invite acceptance, or the reverse.
     app.state.login_limiter = RateLimiter(settings.login_rate_per_minute, settings.login_rate_burst)
     app.state.invite_limiter = RateLimiter(

@@ -1,0 +1,1 @@
+"""Monitoring: call-volume series, process samples, health, and the Prometheus export."""

@@ -1,0 +1,181 @@
+"""Core's `/prometheus/metrics`: every service's latest sample, attempts and queue depth.
+
+Workers run no HTTP server, so core re-exports what they stored. A one-minute ticker
+reads the database into an in-memory snapshot; a scrape only formats that snapshot and
+never queries. A service that has never sampled is left out rather than shown as zero.
+Labels are bounded: service, job type, outcome, queue and state, never a job id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from sqlalchemy import select, text
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from zilean.config import Service
+from zilean.db.tables import scheduled_jobs
+from zilean.execution.queues import JOB_TYPE_QUEUES, UNROUTED_QUEUE, Queue
+from zilean.monitoring.samples import SERVICES, latest_sample
+
+log = structlog.get_logger(__name__)
+
+REFRESH_INTERVAL = 60.0  # seconds
+QUEUE_STATES = ("todo", "doing")  # waiting and running: the depth an operator alerts on
+OUTCOMES = ("completed", "failed")
+
+# (metric name, sample field, help text)
+PROCESS_GAUGES = (
+    ("zilean_process_cpu_percent", "cpu_percent",
+     "CPU used by the process, in percent of one core, averaged over the last minute."),
+    ("zilean_process_resident_memory_bytes", "rss_bytes",
+     "Resident set size of the process."),
+    ("zilean_process_python_allocated_blocks", "python_allocated_blocks",
+     "Memory blocks the Python interpreter currently has allocated."),
+    ("zilean_process_threads", "threads", "Operating-system threads of the process."),
+    ("zilean_process_asyncio_tasks", "asyncio_tasks",
+     "Tasks alive on the service's event loop."),
+    ("zilean_process_open_fds", "open_fds", "Open file descriptors of the process."),
+)  # fmt: skip
+
+
+@dataclass
+class AttemptTally:
+    """Attempts by job type and outcome, built from the jobs' lifetime counters.
+
+    Each refresh adds every job's growth since the previous one, so deleting a job never
+    makes the published counter go backwards.
+    """
+
+    totals: dict[tuple[str, str], int] = field(default_factory=dict)
+    _seen: dict[uuid.UUID, tuple[int, int]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for job_type in JOB_TYPE_QUEUES:
+            for outcome in OUTCOMES:
+                self.totals.setdefault((job_type, outcome), 0)
+
+    def update(self, rows: Iterable[Any]) -> None:
+        seen: dict[uuid.UUID, tuple[int, int]] = {}
+        for row in rows:
+            counts = (row.invocations_completed, row.invocations_failed)
+            before = self._seen.get(row.id, (0, 0))
+            for outcome, now, then in zip(OUTCOMES, counts, before, strict=True):
+                grown = now - then if now >= then else now  # a lower count: a fresh start
+                key = (row.job_type, outcome)
+                self.totals[key] = self.totals.get(key, 0) + grown
+            seen[row.id] = counts
+        self._seen = seen
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    samples: dict[Service, dict[str, Any]]
+    attempts: dict[tuple[str, str], int]
+    queue_depth: dict[tuple[str, str], int]
+
+
+class MetricsExporter(Collector):
+    """Holds the latest snapshot and renders it in the Prometheus text format."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(self)
+        self._tally = AttemptTally()
+        self._snapshot = Snapshot(samples={}, attempts=dict(self._tally.totals), queue_depth={})
+        self.refreshed = asyncio.Event()
+
+    async def refresh(self) -> None:
+        async with self.engine.connect() as conn:
+            samples = {}
+            for service in SERVICES:
+                sample = await latest_sample(conn, service)
+                if sample is not None:
+                    samples[service] = sample
+            jobs = await conn.execute(
+                select(
+                    scheduled_jobs.c.id,
+                    scheduled_jobs.c.job_type,
+                    scheduled_jobs.c.invocations_completed,
+                    scheduled_jobs.c.invocations_failed,
+                )
+            )
+            self._tally.update(jobs)
+            depth = await _queue_depth(conn)
+        self._snapshot = Snapshot(samples, dict(self._tally.totals), depth)
+        self.refreshed.set()
+
+    async def run(self, stop: asyncio.Event, *, interval: float = REFRESH_INTERVAL) -> None:
+        """Refresh now and every `interval` seconds; a failed refresh keeps the old snapshot."""
+        while not stop.is_set():
+            try:
+                await self.refresh()
+            except Exception as exc:
+                log.warning(
+                    "could not refresh the Prometheus snapshot",
+                    action="prometheus.refresh_failed",
+                    error=type(exc).__name__,
+                )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=interval)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+    def collect(self) -> Iterator[Metric]:
+        snapshot = self._snapshot
+        for name, key, help_text in PROCESS_GAUGES:
+            gauge = GaugeMetricFamily(name, help_text, labels=["service"])
+            for service, sample in snapshot.samples.items():
+                gauge.add_metric([str(service)], float(sample[key]))
+            yield gauge
+        sampled = GaugeMetricFamily(
+            "zilean_process_last_sample_timestamp_seconds",
+            "When the service last stored a sample (Unix time); alert when it falls behind.",
+            labels=["service"],
+        )
+        for service, sample in snapshot.samples.items():
+            sampled.add_metric([str(service)], sample["sampled_at"].timestamp())
+        yield sampled
+        attempts = CounterMetricFamily(
+            "zilean_attempts",
+            "Finished attempts by job type and outcome (each retry and loop iteration counts).",
+            labels=["job_type", "outcome"],
+        )
+        for (job_type, outcome), count in sorted(snapshot.attempts.items()):
+            attempts.add_metric([job_type, outcome], count)
+        yield attempts
+        depth = GaugeMetricFamily(
+            "zilean_queue_jobs",
+            "Queue jobs waiting (todo) or running (doing), per queue.",
+            labels=["queue", "state"],
+        )
+        for (queue, state), count in sorted(snapshot.queue_depth.items()):
+            depth.add_metric([queue, state], count)
+        yield depth
+
+
+async def _queue_depth(conn: AsyncConnection) -> dict[tuple[str, str], int]:
+    """Jobs per known queue and state, zero-filled; the unrouted queue only when used."""
+    rows = await conn.execute(
+        text(
+            "SELECT queue_name, status::text, count(*) FROM procrastinate_jobs "
+            "WHERE status IN ('todo', 'doing') GROUP BY 1, 2"
+        )
+    )
+    known = {str(queue) for queue in Queue}
+    depth = {(queue, state): 0 for queue in known for state in QUEUE_STATES}
+    for queue, state, count in rows:
+        if queue in known or queue == UNROUTED_QUEUE:
+            depth[(queue, state)] = count
+    return depth

@@ -1,0 +1,123 @@
+"""Each service samples its own process at start-up and then once a minute.
+
+The Go product reported heap, OS-obtained bytes and goroutines; Python's honest
+equivalents are resident memory, the interpreter's allocated blocks, OS threads and
+the event loop's tasks (see docs/monitoring.md for what each figure means). A sample
+that cannot be written is logged and skipped: monitoring never stops a service.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import asdict, dataclass
+
+import psutil
+import structlog
+from sqlalchemy import insert
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from zilean.config import Service
+from zilean.db.tables import worker_metrics
+
+log = structlog.get_logger(__name__)
+
+SAMPLE_INTERVAL = 60.0  # seconds
+
+
+@dataclass(frozen=True)
+class ProcessSample:
+    hostname: str
+    pid: int
+    cpu_percent: float  # of one core, averaged since the previous sample
+    rss_bytes: int
+    python_allocated_blocks: int
+    threads: int
+    asyncio_tasks: int
+    open_fds: int
+
+
+class ProcessSampler:
+    """Reads this process's figures; CPU is the share of one core between two reads.
+
+    The first read averages over the process's whole life, so the start-up sample
+    carries a real figure instead of psutil's meaningless first 0.0.
+    """
+
+    def __init__(self) -> None:
+        self._process = psutil.Process()
+        self._hostname = socket.gethostname()
+        self._last_cpu = 0.0
+        self._last_wall = self._process.create_time()
+
+    def sample(self) -> ProcessSample:
+        process = self._process
+        with process.oneshot():
+            times = process.cpu_times()
+            cpu = times.user + times.system
+            wall = time.time()
+            elapsed = wall - self._last_wall
+            percent = 100.0 * (cpu - self._last_cpu) / elapsed if elapsed > 0 else 0.0
+            self._last_cpu, self._last_wall = cpu, wall
+            return ProcessSample(
+                hostname=self._hostname,
+                pid=process.pid,
+                cpu_percent=round(max(percent, 0.0), 3),
+                rss_bytes=process.memory_info().rss,
+                python_allocated_blocks=sys.getallocatedblocks(),
+                threads=process.num_threads(),
+                asyncio_tasks=len(asyncio.all_tasks()),
+                open_fds=process.num_fds(),
+            )
+
+
+async def record_sample(engine: AsyncEngine, service: Service, sample: ProcessSample) -> None:
+    async with engine.begin() as conn:
+        await conn.execute(insert(worker_metrics).values(service=str(service), **asdict(sample)))
+
+
+async def run_sampling(
+    engine: AsyncEngine,
+    service: Service,
+    stop: asyncio.Event,
+    *,
+    interval: float = SAMPLE_INTERVAL,
+) -> None:
+    """Write a sample now and every `interval` seconds until `stop` is set."""
+    sampler = ProcessSampler()
+    while not stop.is_set():
+        try:
+            await record_sample(engine, service, sampler.sample())
+        except Exception as exc:
+            log.warning(
+                "could not record a metrics sample",
+                action="metrics.sample_failed",
+                service=str(service),
+                error=type(exc).__name__,
+            )
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=interval)
+
+
+@asynccontextmanager
+async def sampling(engine: AsyncEngine, service: Service) -> AsyncIterator[None]:
+    """Sample `service` in the background for as long as the block runs."""
+    stop = asyncio.Event()
+    task = asyncio.create_task(
+        run_sampling(engine, service, stop), name=f"zilean-sampling-{service}"
+    )
+    try:
+        yield
+    finally:
+        stop.set()
+        # The loop ends within its current write; a hung database call is cancelled.
+        done, _ = await asyncio.wait({task}, timeout=2.0)  # seconds
+        if not done:
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
