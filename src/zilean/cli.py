@@ -12,7 +12,6 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from zilean.auth.passwords import MAX_PASSWORD_BYTES, hash_password
 from zilean.config import (
     CoreSettings,
     ScriptRuntime,
@@ -143,6 +142,9 @@ def migrate() -> None:
 @app.command("hash-password")
 def hash_password_command() -> None:
     """Print a bcrypt hash (cost 10) of a password read from a prompt, or from stdin if piped."""
+    # Imported here, like each service's module: a worker process never loads bcrypt.
+    from zilean.auth.passwords import MAX_PASSWORD_BYTES, hash_password
+
     if sys.stdin.isatty():
         password = getpass.getpass("Password: ")
         if getpass.getpass("Repeat: ") != password:

@@ -11,7 +11,8 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine
 from sqlalchemy.pool import NullPool
 
-from zilean.db.migrate import head_revision, migrate, schema_status, wait_for_schema
+from zilean.db.migrate import head_revision, migrate
+from zilean.db.schema import HEAD_REVISION, schema_status, wait_for_schema
 from zilean.db.tables import metadata
 from zilean.db.urls import sqlalchemy_url
 from zilean.errors import SchemaError
@@ -47,6 +48,11 @@ def test_procrastinate_schema_is_applied(database_url: str) -> None:
             )
         }
     assert {"procrastinate_jobs", "procrastinate_workers", "procrastinate_events"} <= tables
+
+
+def test_the_waiting_services_know_the_newest_revision() -> None:
+    # Workers compare against this constant instead of loading Alembic.
+    assert head_revision() == HEAD_REVISION
 
 
 def test_migrating_twice_is_a_no_op_that_says_so(

@@ -7,7 +7,7 @@ from fastapi import FastAPI
 
 from zilean.config import ScriptRuntime, Service
 from zilean.execution.queues import SERVICE_QUEUES, UNROUTED_QUEUE, Queue, queue_for
-from zilean.registry.fields import JobType
+from zilean.registry.kinds import JobType
 from zilean.services.origin import OriginApps, route
 
 

@@ -1,4 +1,4 @@
-"""Apply migrations (core only) and wait for them (every other service).
+"""Apply migrations: core only, at start-up (the others wait: `db/schema.py`).
 
 Guarantees: at most one process migrates at a time (a Postgres advisory lock);
 running again is a no-op; each revision commits whole or not at all. A database
@@ -8,15 +8,12 @@ revision recorded, stops start-up with a clear `SchemaError` instead of being to
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
 from alembic import command
 from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from alembic.script.revision import ResolutionError
 from alembic.util import CommandError
@@ -25,6 +22,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.pool import NullPool
 
+from zilean.db.schema import current_revision, first_line
 from zilean.db.urls import redacted, sqlalchemy_url
 from zilean.errors import DatabaseUnavailable, SchemaError
 
@@ -33,7 +31,6 @@ log = structlog.get_logger(__name__)
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 # "ZILEAN" in ASCII: the advisory lock every migrating process takes first.
 MIGRATION_LOCK_KEY = 0x5A494C45414E
-SCHEMA_POLL_INTERVAL = 2.0  # seconds between checks while waiting for core
 
 
 @dataclass(frozen=True)
@@ -58,16 +55,6 @@ def head_revision() -> str:
     head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
     assert head is not None
     return head
-
-
-def _current_revision(connection: Connection) -> str | None:
-    heads = MigrationContext.configure(connection).get_current_heads()
-    if len(heads) > 1:
-        raise SchemaError(
-            f"the database records several schema revisions ({', '.join(heads)}); "
-            "resolve by hand before starting"
-        )
-    return heads[0] if heads else None
 
 
 def _check_known(connection: Connection, current: str | None) -> None:
@@ -97,16 +84,12 @@ def _check_known(connection: Connection, current: str | None) -> None:
         )
 
 
-def _first_line(exc: OperationalError) -> str:
-    return str(exc.orig).strip().splitlines()[0]
-
-
 def _connect(engine: Engine, database_url: str) -> Connection:
     try:
         return engine.connect()
     except OperationalError as exc:
         raise DatabaseUnavailable(
-            f"cannot reach the database at {redacted(database_url)}: {_first_line(exc)}"
+            f"cannot reach the database at {redacted(database_url)}: {first_line(exc)}"
         ) from exc
 
 
@@ -118,7 +101,7 @@ def migrate(database_url: str) -> MigrationResult:
             connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
             connection.commit()
             try:
-                before = _current_revision(connection)
+                before = current_revision(connection)
                 connection.commit()
                 _check_known(connection, before)
                 connection.commit()
@@ -128,13 +111,13 @@ def migrate(database_url: str) -> MigrationResult:
                         command.upgrade(_alembic_config(connection), "head")
                     except DBAPIError as exc:
                         connection.rollback()
-                        reached = _current_revision(connection)
+                        reached = current_revision(connection)
                         raise SchemaError(
                             f"a migration failed and was rolled back; the schema stays at "
                             f"revision {reached or 'none'}: {exc.orig}"
                         ) from exc
                     connection.commit()
-                after = _current_revision(connection)
+                after = current_revision(connection)
                 assert after is not None
             finally:
                 connection.rollback()
@@ -155,50 +138,3 @@ def migrate(database_url: str) -> MigrationResult:
     else:
         log.info("migrations already up to date", action="db.migrations_current", revision=after)
     return result
-
-
-def schema_status(database_url: str) -> str | None:
-    """Return None when the schema is at the head revision, else why it is not ready."""
-    engine = create_engine(sqlalchemy_url(database_url), poolclass=NullPool)
-    try:
-        with engine.connect() as connection:
-            current = _current_revision(connection)
-    except OperationalError as exc:
-        return f"database unreachable: {_first_line(exc)}"
-    finally:
-        engine.dispose()
-    head = head_revision()
-    if current == head:
-        return None
-    return f"schema at revision {current or 'none'}, waiting for revision {head}"
-
-
-async def wait_for_schema(
-    database_url: str,
-    *,
-    interval: float = SCHEMA_POLL_INTERVAL,
-    give_up_after: float | None = None,
-    stop: asyncio.Event | None = None,
-) -> bool:
-    """Wait until core has applied every migration this code expects; False if `stop` was set.
-
-    Services other than core never migrate; they log why they are waiting and retry,
-    rather than exiting and being restarted in a loop.
-    """
-    stop = stop or asyncio.Event()
-    loop = asyncio.get_running_loop()
-    deadline = None if give_up_after is None else loop.time() + give_up_after
-    while (reason := await asyncio.to_thread(schema_status, database_url)) is not None:
-        log.info(
-            "waiting for core to apply migrations",
-            action="db.waiting_for_schema",
-            reason=reason,
-            database=redacted(database_url),
-        )
-        if deadline is not None and loop.time() >= deadline:
-            raise SchemaError(f"gave up waiting for the schema: {reason}")
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=interval)
-        if stop.is_set():
-            return False
-    return True

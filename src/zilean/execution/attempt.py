@@ -55,7 +55,7 @@ from zilean.jobkinds.http.call import CallOutcome, last_call, perform, status_er
 from zilean.jobkinds.http.request import HttpRequestSpec, build_request, open_auth_secret
 from zilean.jobkinds.http.template import references
 from zilean.jobkinds.redaction import redact
-from zilean.registry.fields import JobType
+from zilean.registry.kinds import JobType
 from zilean.registry.variables import secret_context
 
 log = structlog.get_logger(__name__)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from zilean.execution.gjson_path import InvalidDocument, ResultType, get_path
-from zilean.registry.fields import DEFAULT_LOOP_RESPONSE_PATH
+from zilean.registry.kinds import DEFAULT_LOOP_RESPONSE_PATH
 
 DEFAULT_LOOP_DELAY_MS = 1_000
 DEFAULT_LOOP_MAX_ITERATIONS = 50

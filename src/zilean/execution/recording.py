@@ -43,8 +43,8 @@ from sqlalchemy.sql.dml import Delete, Update
 
 from zilean.db.tables import global_variables, job_attempts, job_call_stats, scheduled_jobs
 from zilean.execution.enqueue import AttemptArgs, Trigger
-from zilean.registry.fields import OneOffAfterRun, OverlapPolicy
 from zilean.registry.groups import gated_clause
+from zilean.registry.kinds import OneOffAfterRun, OverlapPolicy
 from zilean.schedules import ScheduleType
 
 MAX_CALLS_LIMIT = 100

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from zilean.registry.fields import RetryMode
+from zilean.registry.kinds import RetryMode
 
 # Replacements for unusable settings (zero, negative, not a number).
 DEFAULT_BASE_DELAY_MS = 1_000

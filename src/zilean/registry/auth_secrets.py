@@ -13,7 +13,7 @@ from typing import Any
 
 from zilean.crypto.secretbox import SecretBox
 from zilean.errors import InvalidInput
-from zilean.registry.fields import AuthType
+from zilean.registry.kinds import AuthType
 
 SECRET_FIELD: dict[AuthType, str] = {
     AuthType.BEARER: "token",

@@ -25,8 +25,9 @@ from typing import Any, Union, get_args, get_origin
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from zilean.registry.fields import NOTIFY_FIELDS, JobWrite
+from zilean.registry.fields import JobWrite
 from zilean.registry.jobs import list_jobs
+from zilean.registry.kinds import NOTIFY_FIELDS
 from zilean.registry.validation import RegistryContext
 
 CAPABILITIES_COLUMN = "capabilities_json"

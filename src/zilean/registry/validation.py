@@ -22,18 +22,18 @@ from zilean.auth.principal import Principal
 from zilean.crypto.secretbox import SecretBox
 from zilean.errors import Conflict, InvalidInput, PermissionDenied
 from zilean.registry.auth_secrets import StoredAuth, parse_auth_type, prepare_auth
-from zilean.registry.fields import (
+from zilean.registry.fields import JobWrite
+from zilean.registry.groups import valid_group_name
+from zilean.registry.kinds import (
     DEFAULT_LOOP_RESPONSE_PATH,
     MIN_GROOVY_EXEC_TIMEOUT_MS,
     NOTIFY_FIELDS,
     JobType,
-    JobWrite,
     NotifyOn,
     OneOffAfterRun,
     OverlapPolicy,
     RetryMode,
 )
-from zilean.registry.groups import valid_group_name
 from zilean.registry.volumes import validate_capabilities
 from zilean.schedules import ScheduleType, parse_schedule
 

@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from zilean.api.app import create_core_app
 from zilean.config import CoreSettings, McpSettings, Service, UiSettings, WebhookSettings
 from zilean.db.engine import create_engine
-from zilean.db.migrate import wait_for_schema
+from zilean.db.schema import wait_for_schema
 from zilean.mcp.app import create_mcp_app
 from zilean.services.core import prepare_core
 from zilean.services.http import serve

@@ -10,12 +10,9 @@ import procrastinate
 import structlog
 
 from zilean.config import ScriptWorkerSettings, Service, WorkerSettings
-from zilean.crypto.secretbox import SecretBox
 from zilean.db.engine import create_engine
-from zilean.db.migrate import wait_for_schema
-from zilean.execution.attempt import AttemptRunner, register_attempt_task
+from zilean.db.schema import wait_for_schema
 from zilean.execution.queues import SERVICE_QUEUES
-from zilean.jobkinds.http.call import new_client
 from zilean.monitoring.sampling import run_sampling
 from zilean.monitoring.script_workers import run_status_reports
 from zilean.services.engine import (
@@ -109,6 +106,11 @@ async def _attempt_task(
     if not isinstance(settings, WorkerSettings):
         yield lambda app: None
         return
+    # The HTTP attempt path (httpx, the request builder) loads only in the HTTP worker.
+    from zilean.crypto.secretbox import SecretBox
+    from zilean.execution.attempt import AttemptRunner, register_attempt_task
+    from zilean.jobkinds.http.call import new_client
+
     size = min(settings.max_concurrency, ENGINE_POOL)
     engine = create_engine(settings.database_url, pool_size=size, max_overflow=size)
     # Attempts plus their failure callbacks share one connection pool.

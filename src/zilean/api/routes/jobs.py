@@ -13,7 +13,8 @@ from zilean.auth.principal import Principal
 from zilean.config import CoreSettings
 from zilean.crypto.secretbox import SecretBox
 from zilean.registry import jobs as service
-from zilean.registry.fields import NOTIFY_FIELDS, JobWrite
+from zilean.registry.fields import JobWrite
+from zilean.registry.kinds import NOTIFY_FIELDS
 from zilean.registry.validation import RegistryContext
 
 router = APIRouter(prefix="/api/jobs", tags=["jobs"])

@@ -24,7 +24,7 @@ from zilean.jobkinds.errors import PermanentCallError
 from zilean.jobkinds.http.template import references, substitute
 from zilean.jobkinds.redaction import redact
 from zilean.registry.auth_secrets import DEFAULT_API_KEY_HEADER, auth_context
-from zilean.registry.fields import AuthType
+from zilean.registry.kinds import AuthType
 
 WEBHOOK_HOPS_HEADER = "X-Zilean-Webhook-Hops"
 POOL_INDEX_PARAM = "pool_idx"

@@ -1,0 +1,88 @@
+"""Which schema revision the database is at, and waiting for core to reach ours.
+
+Every service but core only waits, so this module reads `alembic_version` with plain
+SQL: loading Alembic itself would cost each worker process several megabytes.
+`tests/integration/test_migrations.py` checks `HEAD_REVISION` against Alembic's head.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import structlog
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.pool import NullPool
+
+from zilean.db.urls import redacted, sqlalchemy_url
+from zilean.errors import SchemaError
+
+log = structlog.get_logger(__name__)
+
+HEAD_REVISION = "0006"  # the newest revision in db/migrations/versions
+SCHEMA_POLL_INTERVAL = 2.0  # seconds between checks while waiting for core
+
+
+def current_revision(connection: Connection) -> str | None:
+    """The revision the database records, None when it records none."""
+    if connection.execute(text("SELECT to_regclass('alembic_version')")).scalar() is None:
+        return None
+    heads = list(connection.execute(text("SELECT version_num FROM alembic_version")).scalars())
+    if len(heads) > 1:
+        raise SchemaError(
+            f"the database records several schema revisions ({', '.join(sorted(heads))}); "
+            "resolve by hand before starting"
+        )
+    return heads[0] if heads else None
+
+
+def first_line(exc: OperationalError) -> str:
+    return str(exc.orig).strip().splitlines()[0]
+
+
+def schema_status(database_url: str) -> str | None:
+    """Return None when the schema is at the head revision, else why it is not ready."""
+    engine = create_engine(sqlalchemy_url(database_url), poolclass=NullPool)
+    try:
+        with engine.connect() as connection:
+            current = current_revision(connection)
+    except OperationalError as exc:
+        return f"database unreachable: {first_line(exc)}"
+    finally:
+        engine.dispose()
+    if current == HEAD_REVISION:
+        return None
+    return f"schema at revision {current or 'none'}, waiting for revision {HEAD_REVISION}"
+
+
+async def wait_for_schema(
+    database_url: str,
+    *,
+    interval: float = SCHEMA_POLL_INTERVAL,
+    give_up_after: float | None = None,
+    stop: asyncio.Event | None = None,
+) -> bool:
+    """Wait until core has applied every migration this code expects; False if `stop` was set.
+
+    Services other than core never migrate; they log why they are waiting and retry,
+    rather than exiting and being restarted in a loop.
+    """
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    deadline = None if give_up_after is None else loop.time() + give_up_after
+    while (reason := await asyncio.to_thread(schema_status, database_url)) is not None:
+        log.info(
+            "waiting for core to apply migrations",
+            action="db.waiting_for_schema",
+            reason=reason,
+            database=redacted(database_url),
+        )
+        if deadline is not None and loop.time() >= deadline:
+            raise SchemaError(f"gave up waiting for the schema: {reason}")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=interval)
+        if stop.is_set():
+            return False
+    return True
