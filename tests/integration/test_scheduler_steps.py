@@ -280,7 +280,7 @@ async def test_a_failed_firing_is_retried_for_the_same_instant(engine: AsyncEngi
     assert await firings(engine) == [(job_id, SUMMER)]
 
 
-async def test_reconciling_a_thousand_unchanged_jobs_reads_them_in_one_query(
+async def test_reconciling_a_thousand_unchanged_jobs_reads_them_once_then_only_a_version(
     engine: AsyncEngine,
 ) -> None:
     async with engine.begin() as conn:
@@ -313,3 +313,51 @@ async def test_reconciling_a_thousand_unchanged_jobs_reads_them_in_one_query(
     assert first.added == 1000
     assert not tick.changed
     assert len(statements) == 2
+    # The idle tick read the registry version alone, not the thousand rows.
+    assert "scheduled_jobs" not in statements[1]
+    assert "registry_version" in statements[1]
+
+
+async def test_a_full_reconcile_rereads_the_jobs_only_when_a_scheduled_column_changed(
+    engine: AsyncEngine,
+) -> None:
+    job_id = await a_job(engine)
+    scheduler = a_scheduler(engine)
+    await scheduler.reconcile_once(SUMMER)
+    statements: list[str] = []
+
+    def count_statements(*args: Any) -> None:
+        statements.append(args[2])
+
+    async def tick() -> int:
+        statements.clear()
+        event.listen(engine.sync_engine, "before_cursor_execute", count_statements)
+        try:
+            await scheduler.reconcile_once(SUMMER)
+        finally:
+            event.remove(engine.sync_engine, "before_cursor_execute", count_statements)
+        return len(statements)
+
+    # What an attempt writes (counters, locks) leaves the version alone.
+    async with engine.begin() as conn:
+        await conn.execute(
+            update(scheduled_jobs)
+            .where(scheduled_jobs.c.id == job_id)
+            .values(invocations_total=scheduled_jobs.c.invocations_total + 1)
+        )
+    assert await tick() == 1
+    # A schedule edit whose notification nobody heard is still found by the next pass.
+    async with engine.begin() as conn:
+        await conn.execute(
+            update(scheduled_jobs)
+            .where(scheduled_jobs.c.id == job_id)
+            .values(cron_expression="*/7 * * * *")
+        )
+    assert await tick() == 2
+    assert scheduler.entries[job_id].key.expression == "*/7 * * * *"
+    # So is a group being disabled, and then everything is idle again.
+    async with engine.begin() as conn:
+        await conn.execute(insert(disabled_groups).values(group_name=""))
+    assert await tick() == 2
+    assert job_id not in scheduler.entries
+    assert await tick() == 1

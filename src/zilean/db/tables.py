@@ -19,6 +19,7 @@ from sqlalchemy import (
     Integer,
     LargeBinary,
     MetaData,
+    SmallInteger,
     Table,
     Text,
     Uuid,
@@ -339,4 +340,14 @@ script_worker_status = Table(
     Column("sandbox_enforced", Boolean, nullable=False),
     Column("volumes_root_mounted", Boolean, nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+
+# One row, bumped by the triggers that NOTIFY the scheduler (revision 0007): an idle
+# reconcile compares this version instead of re-reading every job.
+registry_version = Table(
+    "registry_version",
+    metadata,
+    Column("id", SmallInteger, primary_key=True, server_default="1"),
+    Column("version", BigInteger, nullable=False, server_default="0"),
+    CheckConstraint("id = 1", name="single_row"),
 )

@@ -35,11 +35,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import structlog
-from sqlalchemy import DateTime, literal, select
+from sqlalchemy import DateTime, and_, literal, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from zilean.db.tables import job_firings, scheduled_jobs
+from zilean.db.tables import job_firings, registry_version, scheduled_jobs
 from zilean.execution.enqueue import Trigger
 from zilean.execution.firing import fire
 from zilean.registry.groups import gated_clause
@@ -88,22 +88,36 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def _load_query(job_ids: Collection[uuid.UUID] | None) -> Any:
+_SCHEDULE_COLUMNS = (
+    scheduled_jobs.c.id,
+    scheduled_jobs.c.schedule_type,
+    scheduled_jobs.c.cron_expression,
+    scheduled_jobs.c.timezone,
+    scheduled_jobs.c.updated_at,
+)
+
+
+def _schedulable() -> Any:
     """The rows that should have entries: enabled, not gated, cron or rate."""
-    query = select(
-        scheduled_jobs.c.id,
-        scheduled_jobs.c.schedule_type,
-        scheduled_jobs.c.cron_expression,
-        scheduled_jobs.c.timezone,
-        scheduled_jobs.c.updated_at,
-    ).where(
+    return and_(
         scheduled_jobs.c.enabled,
         scheduled_jobs.c.schedule_type.in_(SCHEDULED_TYPES),
         ~gated_clause(scheduled_jobs.c.group_name),
     )
-    if job_ids is not None:
-        query = query.where(scheduled_jobs.c.id.in_(list(job_ids)))
-    return query
+
+
+def _load_query(job_ids: Collection[uuid.UUID]) -> Any:
+    return select(*_SCHEDULE_COLUMNS).where(_schedulable(), scheduled_jobs.c.id.in_(list(job_ids)))
+
+
+def _load_all_query() -> Any:
+    """Every schedulable row with the registry version they make up, in one snapshot.
+
+    The outer join keeps the version row when no job is schedulable.
+    """
+    return select(registry_version.c.version, *_SCHEDULE_COLUMNS).select_from(
+        registry_version.outerjoin(scheduled_jobs, _schedulable())
+    )
 
 
 def _claim_statement(entry: Entry, scheduled_for: datetime, stored_timezone: str) -> Any:
@@ -158,6 +172,8 @@ class Scheduler:
         self._invalid: dict[uuid.UUID, EntryKey] = {}
         self._queue = DueQueue()
         self._started = False
+        # The registry version the entries reflect; None until the first full reconcile.
+        self._version: int | None = None
 
     @property
     def entries(self) -> Mapping[uuid.UUID, Entry]:
@@ -177,16 +193,27 @@ class Scheduler:
     async def reconcile_once(
         self, now: datetime | None = None, *, job_ids: Collection[uuid.UUID] | None = None
     ) -> ReconcileResult:
-        """Bring the entries in line with the registry in one query.
+        """Bring the entries in line with the registry.
 
         With `job_ids`, only those rows are re-read and only their entries can change
-        (the reaction to a NOTIFY naming them); otherwise every entry is checked.
+        (the reaction to a NOTIFY naming them). Otherwise the registry version is read
+        first, and every row is re-read only when it moved since the last full pass.
         """
         now = now or _utcnow()
         async with self._engine.connect() as conn:
-            result = await conn.execute(_load_query(job_ids))
-            rows = [StoredSchedule(*row) for row in result.all()]
-        return self.apply(rows, now, scope=job_ids)
+            if job_ids is not None:
+                result = await conn.execute(_load_query(job_ids))
+                rows = [StoredSchedule(*row) for row in result.all()]
+                return self.apply(rows, now, scope=job_ids)
+            if self._version is not None:
+                current = await conn.scalar(select(registry_version.c.version))
+                if current == self._version:
+                    return ReconcileResult()
+            result = await conn.execute(_load_all_query())
+            loaded = result.all()
+        self._version = loaded[0].version if loaded else None
+        rows = [StoredSchedule(*row[1:]) for row in loaded if row.id is not None]
+        return self.apply(rows, now)
 
     def apply(
         self,

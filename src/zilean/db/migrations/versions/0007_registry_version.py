@@ -1,0 +1,93 @@
+"""A registry version that every schedule-relevant change bumps in its own transaction.
+
+The scheduler's periodic reconcile (the backstop for a missed NOTIFY) reads this one
+row first and re-reads the jobs only when it moved, so an idle tick costs one indexed
+read whatever the number of jobs. The same triggers that NOTIFY `zilean_jobs` bump it,
+so it moves on exactly the changes the scheduler reacts to; being transactional, it
+cannot be missed the way a notification can.
+
+Revision ID: 0007
+Revises: 0006
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0007"
+down_revision = "0006"
+branch_labels = None
+depends_on = None
+
+CHANNEL = "zilean_jobs"
+BUMP = "UPDATE registry_version SET version = version + 1 WHERE id = 1;"
+
+
+def upgrade() -> None:
+    op.create_table(
+        "registry_version",
+        sa.Column("id", sa.SmallInteger(), server_default="1", nullable=False),
+        sa.Column("version", sa.BigInteger(), server_default="0", nullable=False),
+        sa.CheckConstraint("id = 1", name=op.f("ck_registry_version_single_row")),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_registry_version")),
+    )
+    op.execute("INSERT INTO registry_version (id, version) VALUES (1, 0)")
+    op.execute(
+        f"""
+        CREATE OR REPLACE FUNCTION zilean_notify_job_row() RETURNS trigger
+        LANGUAGE plpgsql AS $$
+        BEGIN
+            {BUMP}
+            IF TG_OP = 'DELETE' THEN
+                PERFORM pg_notify('{CHANNEL}', OLD.id::text);
+            ELSE
+                PERFORM pg_notify('{CHANNEL}', NEW.id::text);
+            END IF;
+            RETURN NULL;
+        END
+        $$
+        """
+    )
+    op.execute(
+        f"""
+        CREATE OR REPLACE FUNCTION zilean_notify_jobs_all() RETURNS trigger
+        LANGUAGE plpgsql AS $$
+        BEGIN
+            {BUMP}
+            PERFORM pg_notify('{CHANNEL}', '');
+            RETURN NULL;
+        END
+        $$
+        """
+    )
+
+
+def downgrade() -> None:
+    op.execute(
+        f"""
+        CREATE OR REPLACE FUNCTION zilean_notify_job_row() RETURNS trigger
+        LANGUAGE plpgsql AS $$
+        BEGIN
+            IF TG_OP = 'DELETE' THEN
+                PERFORM pg_notify('{CHANNEL}', OLD.id::text);
+            ELSE
+                PERFORM pg_notify('{CHANNEL}', NEW.id::text);
+            END IF;
+            RETURN NULL;
+        END
+        $$
+        """
+    )
+    op.execute(
+        f"""
+        CREATE OR REPLACE FUNCTION zilean_notify_jobs_all() RETURNS trigger
+        LANGUAGE plpgsql AS $$
+        BEGIN
+            PERFORM pg_notify('{CHANNEL}', '');
+            RETURN NULL;
+        END
+        $$
+        """
+    )
+    op.drop_table("registry_version")
