@@ -284,6 +284,13 @@ job_attempts = Table(
 )
 Index("ix_job_attempts_job_id_id", job_attempts.c.job_id, job_attempts.c.id.desc())
 Index("ix_job_attempts_attempted_at", job_attempts.c.attempted_at)
+# One attempt per queue job: recording is idempotent (a retried write, the reaper).
+Index(
+    "ux_job_attempts_queue_job_id",
+    job_attempts.c.queue_job_id,
+    unique=True,
+    postgresql_where=job_attempts.c.queue_job_id.isnot(None),
+)
 
 # Epoch-aligned one-minute buckets per job: activity charts and heartbeats read these.
 job_call_stats = Table(

@@ -24,13 +24,13 @@ import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import procrastinate
 import structlog
 from procrastinate import JobContext
-from sqlalchemy.exc import InterfaceError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -108,6 +108,27 @@ class Plan:
         return self.continuation is None
 
 
+T = TypeVar("T")
+
+
+async def once_more_if_disconnected(operation: Callable[[], Awaitable[T]]) -> T:
+    """Run `operation`, and once more when it failed on a connection found dead.
+
+    The attempt engine skips the pool's pre-ping, which would double an attempt's
+    round-trips. A connection pooled before a Postgres restart then fails on first use;
+    SQLAlchemy invalidates the pool, so the second run gets a fresh connection. Both
+    attempt statements are safe to repeat: the read only stamps the member's lock, and
+    the recording is idempotent per queue job.
+    """
+    try:
+        return await operation()
+    except DBAPIError as exc:
+        if not exc.connection_invalidated:
+            raise
+        log.info("database connection was dead; retrying once", action="attempt.reconnect")
+        return await operation()
+
+
 class AttemptRunner:
     """Runs attempts for one worker: one database engine, one HTTP client, one key."""
 
@@ -133,9 +154,13 @@ class AttemptRunner:
         the member's lock was already released by the first statement.
         """
         bound = log.bind(job_id=args.job_id, pool_index=args.pool_index, attempt=args.attempt)
-        try:
+
+        async def load() -> LoadedJob | None:
             async with self._autocommit.connect() as conn:
-                loaded = await load_attempt(conn, args, queued.queue_job_id)
+                return await load_attempt(conn, args, queued.queue_job_id)
+
+        try:
+            loaded = await once_more_if_disconnected(load)
         except (OperationalError, InterfaceError, PoolTimeout) as exc:
             raise DatabaseUnavailable("the attempt could not read its job") from exc
         if loaded is None or not loaded.runnable:
@@ -300,15 +325,21 @@ class AttemptRunner:
         When the recording fails, a second transaction still queues the continuation or
         ends the run, so a database hiccup costs history, not the job's next run.
         """
-        try:
+
+        async def write() -> None:
             if plan.continuation is None:
                 async with self._autocommit.connect() as conn:
                     await record_attempt(conn, record, ending)
                 return
             async with self._engine.begin() as conn:
                 recorded_at = await record_attempt(conn, record, ending)
-                if recorded_at is not None:  # None: the job was deleted meanwhile
+                # None: the job was deleted meanwhile, or this attempt was already
+                # recorded (with its continuation) by an earlier try.
+                if recorded_at is not None:
                     await self._queue(conn, plan, job_type, recorded_at)
+
+        try:
+            await once_more_if_disconnected(write)
             return
         except SQLAlchemyError as exc:
             log.error(

@@ -273,7 +273,8 @@ def _record_statement(record: AttemptRecord, ending: Ending) -> Update | Delete:
         "error": record.error,
         "last_call": record.last_call,
     }
-    # Both inserts select from the job row, so a job deleted mid-attempt records nothing.
+    # The history insert selects from the job row, so a job deleted mid-attempt records
+    # nothing; the stats and counters follow the history row.
     history = (
         insert(job_attempts)
         .from_select(
@@ -290,6 +291,14 @@ def _record_statement(record: AttemptRecord, ending: Ending) -> Update | Delete:
                 func.now(),
             ).where(jobs.c.id == record.job_id),
         )
+        # One history row per queue job: a repeated recording (a retry after a lost
+        # connection, or the reaper racing the worker) inserts nothing, and everything
+        # below selects from what this inserted, so it changes nothing either.
+        .on_conflict_do_nothing(
+            index_elements=[job_attempts.c.queue_job_id],
+            index_where=job_attempts.c.queue_job_id.isnot(None),
+        )
+        .returning(job_attempts.c.job_id)
         .cte("history")
     )
     bucket = func.date_trunc("minute", func.now())
@@ -297,9 +306,9 @@ def _record_statement(record: AttemptRecord, ending: Ending) -> Update | Delete:
         ["job_id", "bucket_start", "total", "completed", "failed", "duration_sum_ms",
          "duration_max_ms"],
         select(
-            jobs.c.id, bucket, literal(1), literal(int(succeeded)), literal(int(not succeeded)),
-            literal(duration), literal(duration),
-        ).where(jobs.c.id == record.job_id),
+            history.c.job_id, bucket, literal(1), literal(int(succeeded)),
+            literal(int(not succeeded)), literal(duration), literal(duration),
+        ),
     )  # fmt: skip
     stats = stats_insert.on_conflict_do_update(
         index_elements=[job_call_stats.c.job_id, job_call_stats.c.bucket_start],
@@ -322,7 +331,7 @@ def _record_statement(record: AttemptRecord, ending: Ending) -> Update | Delete:
     row_values.update(_ending_values(record.args.pool_index, ending))
     return (
         update(jobs)
-        .where(jobs.c.id == record.job_id)
+        .where(jobs.c.id == record.job_id, jobs.c.id.in_(select(history.c.job_id)))
         .values(**row_values)
         .returning(func.now())
         .add_cte(history, stats)
@@ -344,8 +353,9 @@ async def record_attempt(
 ) -> datetime | None:
     """Write the attempt's history row, stats bucket and counters, and apply `ending`.
 
-    One statement. Return the database time it was recorded at (the continuation is
-    scheduled from it), or None when the job no longer exists.
+    One statement, idempotent per queue job. Return the database time it was recorded at
+    (the continuation is scheduled from it), or None when the job no longer exists or
+    this queue job's attempt was already recorded.
     """
     recorded: datetime | None = (
         await conn.execute(_record_statement(record, ending))

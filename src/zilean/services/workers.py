@@ -112,7 +112,8 @@ async def _attempt_task(
     from zilean.jobkinds.http.call import new_client
 
     size = min(settings.max_concurrency, ENGINE_POOL)
-    engine = create_engine(settings.database_url, pool_size=size, max_overflow=size)
+    # No pre-ping: the attempt path retries a statement once on a dead connection instead.
+    engine = create_engine(settings.database_url, pool_size=size, max_overflow=size, pre_ping=False)
     # Attempts plus their failure callbacks share one connection pool.
     client = new_client(max_connections=2 * settings.max_concurrency)
     runner = AttemptRunner(

@@ -1,0 +1,154 @@
+"""The attempt path without the pool's pre-ping: dead connections are retried once, and
+recording is idempotent per queue job, so a repeated write records nothing twice."""
+
+from __future__ import annotations
+
+import base64
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import psycopg
+import pytest
+from fastapi import FastAPI
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from tests.integration.conftest import KEY
+from tests.support.actors import Cast
+from tests.support.attempts import attempts, http_job, job_row, run_now, stats
+from tests.support.jobs import create
+from tests.support.servers import live_server
+from tests.support.target import http_target
+from zilean.crypto.secretbox import SecretBox
+from zilean.db.engine import create_engine
+from zilean.db.urls import libpq_url
+from zilean.execution.attempt import AttemptRunner, QueuedAttempt
+from zilean.execution.enqueue import AttemptArgs
+from zilean.execution.recording import AttemptRecord, AttemptState, Ending, record_attempt
+from zilean.jobkinds.http.call import new_client
+
+TERMINATE_OTHERS = (
+    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+)
+
+
+@asynccontextmanager
+async def runner_without_pre_ping(database_url: str) -> AsyncIterator[AttemptRunner]:
+    """The HTTP worker's attempt runner, on an engine configured as the worker's is."""
+    engine = create_engine(database_url, pool_size=2, max_overflow=2, pre_ping=False)
+    try:
+        async with new_client() as client:
+            yield AttemptRunner(engine, client, SecretBox(base64.b64decode(KEY)))
+    finally:
+        await engine.dispose()
+
+
+async def queued_attempts(engine: AsyncEngine) -> list[tuple[QueuedAttempt, AttemptArgs]]:
+    """Every queued attempt, taken off the queue (we run them by hand)."""
+    async with engine.begin() as conn:
+        rows = (await conn.execute(text("DELETE FROM procrastinate_jobs RETURNING id, args"))).all()
+    return [
+        (QueuedAttempt(queue_job_id=row.id, scheduled_at=None), AttemptArgs.from_args(row.args))
+        for row in sorted(rows, key=lambda row: row.id)
+    ]
+
+
+def terminate_other_backends(database_url: str) -> int:
+    with psycopg.connect(libpq_url(database_url), autocommit=True) as conn:
+        row = conn.execute(TERMINATE_OTHERS).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def test_a_connection_killed_between_attempts_is_replaced_and_both_are_recorded(
+    core_app: FastAPI, engine: AsyncEngine, database_url: str, cast: Cast,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    with http_target() as target:
+        job = await http_job(core_app, cast.alice.session, target)
+        async with runner_without_pre_ping(database_url) as runner:
+            await run_now(core_app, cast.alice.session, job["id"])
+            [(queued, args)] = await queued_attempts(engine)
+            assert await runner.run(queued, args) is AttemptState.SUCCEEDED
+            # The runner's pooled connections die, as in a Postgres restart.
+            assert terminate_other_backends(database_url) >= 1
+            await run_now(core_app, cast.alice.session, job["id"])
+            [(queued, args)] = await queued_attempts(engine)
+            with caplog.at_level(logging.INFO):
+                assert await runner.run(queued, args) is AttemptState.SUCCEEDED
+    assert [row["state"] for row in await attempts(engine, job["id"])] == ["succeeded"] * 2
+    assert "attempt.reconnect" in caplog.text
+    assert "attempt.record_failed" not in caplog.text
+
+
+async def test_a_connection_killed_during_the_call_still_records_the_attempt_once(
+    core_app: FastAPI, engine: AsyncEngine, database_url: str, cast: Cast,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    killed: list[int] = []
+
+    async def kill_then_answer(request: Request) -> Response:
+        killed.append(terminate_other_backends(database_url))
+        return Response("ok")
+
+    app = Starlette(routes=[Route("/{path:path}", kill_then_answer)])
+    with live_server(app) as base_url:
+        job = await http_job_at(core_app, cast.alice.session, base_url)
+        async with runner_without_pre_ping(database_url) as runner:
+            await run_now(core_app, cast.alice.session, job["id"])
+            [(queued, args)] = await queued_attempts(engine)
+            with caplog.at_level(logging.INFO):
+                assert await runner.run(queued, args) is AttemptState.SUCCEEDED
+    assert killed == [killed[0]]
+    assert killed[0] >= 1  # the read's pooled connection was among them
+    [row] = await attempts(engine, job["id"])
+    assert row["state"] == "succeeded"
+    assert "attempt.reconnect" in caplog.text
+    assert "attempt.record_failed" not in caplog.text
+    stored = await job_row(engine, job["id"])
+    assert stored is not None
+    assert (stored["invocations_total"], stored["running_since_by_pool"]) == (1, {})
+
+
+async def http_job_at(app: FastAPI, session: str, base_url: str) -> dict[str, Any]:
+    return await create(app, session, url=f"{base_url}/work", retry_max_attempts=1)
+
+
+async def test_recording_the_same_queue_job_twice_records_it_once(
+    core_app: FastAPI, engine: AsyncEngine, cast: Cast
+) -> None:
+    with http_target() as target:
+        job = await http_job(core_app, cast.alice.session, target)
+    await run_now(core_app, cast.alice.session, job["id"])
+    [(queued, args)] = await queued_attempts(engine)
+    async with engine.connect() as conn:
+        now = (await conn.execute(text("SELECT now()"))).scalar_one()
+    record = AttemptRecord(
+        args=args,
+        queue_job_id=queued.queue_job_id,
+        state=AttemptState.FAILED,
+        scheduled_at=None,
+        attempted_at=now,
+        duration_ms=12,
+        error="boom",
+        last_call=None,
+    )
+    async with engine.begin() as conn:
+        first = await record_attempt(conn, record, Ending(release=True))
+    async with engine.begin() as conn:
+        second = await record_attempt(conn, record, Ending(release=True))
+    assert first is not None
+    assert second is None  # nothing written: the caller queues no continuation either
+    assert len(await attempts(engine, job["id"])) == 1
+    [bucket] = await stats(engine, job["id"])
+    assert (bucket["total"], bucket["failed"]) == (1, 1)
+    stored = await job_row(engine, job["id"])
+    assert stored is not None
+    assert (stored["invocations_total"], stored["invocations_failed"]) == (1, 1)
