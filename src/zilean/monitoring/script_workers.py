@@ -71,7 +71,12 @@ async def run_status_reports(
 ) -> None:
     """Check the host once, then report the result now and every `interval` seconds."""
     queue = str(RUNTIME_QUEUES[settings.runtime])
-    checks = await check_host(settings)
+    try:
+        checks = await check_host(settings)
+    except Exception:
+        # A check that cannot run is a check that failed; the worker still reports.
+        log.exception("script worker host checks failed", action="script_worker.checks_failed")
+        checks = HostChecks(sandbox_enforced=False, volumes_root_mounted=False)
     log.info(
         "script worker host checks",
         action="script_worker.host_checks",

@@ -47,7 +47,11 @@ def volumes_root_mounted(root: Path | None) -> bool:
             "script volumes root cannot be /", action="volumes.root_unusable", path=str(root)
         )
         return False
-    if not root.is_dir():
+    try:
+        is_dir = root.is_dir()
+    except OSError:  # e.g. a parent directory this user cannot search
+        is_dir = False
+    if not is_dir:
         log.warning(
             "script volumes root is missing or not a directory; script volumes will fail closed",
             action="volumes.root_unusable",
