@@ -1,16 +1,19 @@
-"""The `zilean` command: one subcommand per service, plus key and password helpers."""
+"""The `zilean` command: one subcommand per service, plus key and password helpers.
+
+Built on argparse rather than a CLI framework: every service process starts here, and
+a framework (with the terminal-rendering stack it pulls in) cost each of them ~13 MiB.
+"""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import getpass
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, NoReturn
-
-import typer
+from typing import NoReturn
 
 from zilean.config import (
     CoreSettings,
@@ -25,20 +28,12 @@ from zilean.crypto.keys import derive_script_key, encode_key, generate_master_ke
 from zilean.errors import ZileanError
 from zilean.logs import configure_logging
 
-app = typer.Typer(
-    name="zilean",
-    help="Zilean: a self-hosted scheduled job runner.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-
 EXIT_CONFIG = 1
 
 
 def _fail(command: str, message: str) -> NoReturn:
-    typer.echo(f"zilean {command}: {message}", err=True)
-    raise typer.Exit(EXIT_CONFIG)
+    print(f"zilean {command}: {message}", file=sys.stderr)
+    raise SystemExit(EXIT_CONFIG)
 
 
 def _run(command: str, body: Callable[[], None]) -> None:
@@ -64,17 +59,7 @@ def _service(service: Service, runtime: ScriptRuntime | None = None) -> None:
         asyncio.run(run_http_service(service, settings))
 
 
-@app.command()
-def up(
-    data_dir: Annotated[
-        Path | None,
-        typer.Option(
-            help="Where the embedded Postgres and generated keys live.", show_default=False
-        ),
-    ] = None,
-    host: Annotated[str, typer.Option(help="Address of the local origin.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port of the local origin.")] = 8090,
-) -> None:
+def up(args: argparse.Namespace) -> None:
     """Run all of Zilean on this machine (embedded Postgres unless DATABASE_URL is set).
 
     The data directory defaults to $XDG_DATA_HOME/zilean (~/.local/share/zilean).
@@ -82,50 +67,56 @@ def up(
     from zilean.services.up import UpOptions, default_data_dir, run_up
 
     configure_logging("up")
-    options = UpOptions(data_dir=(data_dir or default_data_dir()).resolve(), host=host, port=port)
+    data_dir: Path = (args.data_dir or default_data_dir()).resolve()
+    options = UpOptions(data_dir=data_dir, host=args.host, port=args.port)
     _run("up", lambda: run_up(options, os.environ))
 
 
-@app.command()
-def core() -> None:
+def core(args: argparse.Namespace) -> None:
     """Run the admin API, scheduler and migrations (CORE_ADDR, default :8091)."""
     _run("core", lambda: _service(Service.CORE))
 
 
-@app.command()
-def ui() -> None:
+def ui(args: argparse.Namespace) -> None:
     """Run the admin UI and the login pages (UI_ADDR, default :8090)."""
     _run("ui", lambda: _service(Service.UI))
 
 
-@app.command()
-def worker() -> None:
+def worker(args: argparse.Namespace) -> None:
     """Run HTTP jobs from the `default` queue."""
     _run("worker", lambda: _service(Service.WORKER))
 
 
-@app.command("script-worker")
-def script_worker(
-    runtime: Annotated[ScriptRuntime, typer.Option(help="The script runtime this worker runs.")],
-) -> None:
-    """Run script jobs of one runtime from its own queue."""
-    _run("script-worker", lambda: _service(runtime.service, runtime))
+def script_worker(args: argparse.Namespace) -> None:
+    """Run script jobs of one runtime from its own queue (repeat --runtime for several)."""
+    runtimes = list(dict.fromkeys(ScriptRuntime(name) for name in args.runtime))
+
+    def body() -> None:
+        label = str(runtimes[0].service) if len(runtimes) == 1 else "script-worker"
+        configure_logging(label)
+        services: list[tuple[Service, WorkerSettings | ScriptWorkerSettings]] = []
+        for runtime in runtimes:
+            settings = load_settings(runtime.service, os.environ, runtime=runtime)
+            assert isinstance(settings, ScriptWorkerSettings)
+            services.append((runtime.service, settings))
+        from zilean.services.workers import run_workers
+
+        asyncio.run(run_workers(services))
+
+    _run("script-worker", body)
 
 
-@app.command()
-def mcp() -> None:
+def mcp(args: argparse.Namespace) -> None:
     """Run the MCP endpoint for AI agents (MCP_ADDR, default :8092)."""
     _run("mcp", lambda: _service(Service.MCP))
 
 
-@app.command()
-def webhook() -> None:
+def webhook(args: argparse.Namespace) -> None:
     """Run the public inbound webhook endpoint (WEBHOOK_ADDR, default :8093)."""
     _run("webhook", lambda: _service(Service.WEBHOOK))
 
 
-@app.command()
-def migrate() -> None:
+def migrate(args: argparse.Namespace) -> None:
     """Apply database migrations and exit (core does this on every start)."""
 
     def body() -> None:
@@ -139,8 +130,7 @@ def migrate() -> None:
     _run("migrate", body)
 
 
-@app.command("hash-password")
-def hash_password_command() -> None:
+def hash_password_command(args: argparse.Namespace) -> None:
     """Print a bcrypt hash (cost 10) of a password read from a prompt, or from stdin if piped."""
     # Imported here, like each service's module: a worker process never loads bcrypt.
     from zilean.auth.passwords import MAX_PASSWORD_BYTES, hash_password
@@ -155,17 +145,15 @@ def hash_password_command() -> None:
         _fail("hash-password", "the password is empty")
     if len(password.encode()) > MAX_PASSWORD_BYTES:
         _fail("hash-password", f"the password is longer than {MAX_PASSWORD_BYTES} bytes")
-    typer.echo(hash_password(password))
+    print(hash_password(password))
 
 
-@app.command("gen-key")
-def gen_key() -> None:
+def gen_key(args: argparse.Namespace) -> None:
     """Print a new SETTINGS_ENCRYPTION_KEY (32 random bytes, base64)."""
-    typer.echo(generate_master_key())
+    print(generate_master_key())
 
 
-@app.command("derive-script-key")
-def derive_script_key_command() -> None:
+def derive_script_key_command(args: argparse.Namespace) -> None:
     """Print the SCRIPT_SECRETS_KEY derived from SETTINGS_ENCRYPTION_KEY (env, or stdin)."""
     value = os.environ.get("SETTINGS_ENCRYPTION_KEY") or sys.stdin.readline().strip()
     if not value:
@@ -174,8 +162,61 @@ def derive_script_key_command() -> None:
         master = decode_key("SETTINGS_ENCRYPTION_KEY", value)
     except ZileanError as exc:
         _fail("derive-script-key", exc.message)
-    typer.echo(encode_key(derive_script_key(master)))
+    print(encode_key(derive_script_key(master)))
 
 
-def main() -> None:
-    app()
+Command = Callable[[argparse.Namespace], None]
+COMMANDS: dict[str, Command] = {
+    "up": up,
+    "core": core,
+    "ui": ui,
+    "worker": worker,
+    "script-worker": script_worker,
+    "mcp": mcp,
+    "webhook": webhook,
+    "migrate": migrate,
+    "hash-password": hash_password_command,
+    "gen-key": gen_key,
+    "derive-script-key": derive_script_key_command,
+}
+
+
+def _summary(command: Command) -> str:
+    return (command.__doc__ or "").strip().splitlines()[0]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="zilean", description="Zilean: a self-hosted scheduled job runner."
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, command in COMMANDS.items():
+        sub = commands.add_parser(name, help=_summary(command), description=command.__doc__)
+        sub.set_defaults(handler=command)
+        if name == "up":
+            sub.add_argument(
+                "--data-dir",
+                type=Path,
+                default=None,
+                help="where the embedded Postgres and generated keys live",
+            )
+            sub.add_argument("--host", default="127.0.0.1", help="address of the local origin")
+            sub.add_argument("--port", type=int, default=8090, help="port of the local origin")
+        elif name == "script-worker":
+            sub.add_argument(
+                "--runtime",
+                required=True,
+                action="append",
+                choices=[str(runtime) for runtime in ScriptRuntime],
+                help="a script runtime this worker runs; repeat it to run several in one process",
+            )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        raise SystemExit(2)
+    args.handler(args)

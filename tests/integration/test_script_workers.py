@@ -331,3 +331,56 @@ async def test_a_running_http_worker_samples_itself_under_worker(
     assert sample["cpu_percent"] >= 0
     assert status == []  # the HTTP worker has no script host checks to report
     assert code == 0, worker.output
+
+
+@pytest.mark.acceptance
+async def test_one_process_can_run_several_runtimes_each_reporting_on_its_own(
+    core_app: FastAPI, database_url: str, cast: Cast
+) -> None:
+    env = base_environment(
+        DATABASE_URL=database_url,
+        SCRIPT_SECRETS_KEY=encode_key(derive_script_key(base64.b64decode(KEY))),
+    )
+    argv = ["script-worker", "--runtime", "bash", "--runtime", "python"]
+    with spawn_cli(argv, env) as worker:
+        pid = worker.process.pid
+        async with (
+            client_for(core_app, cast.alice.session) as alice,
+            client_for(core_app, cast.carol.session) as carol,
+        ):
+            status = await wait_for_json(
+                worker,
+                carol,
+                "/api/script-workers/status",
+                lambda body: len(body) == 2,
+                "two script queues in the status list",
+            )
+            liveness = await wait_for_json(
+                worker,
+                alice,
+                "/api/scripts/liveness",
+                lambda body: body["bash"]["live"] and body["python"]["live"],
+                "bash and python live",
+            )
+            samples = [
+                await wait_for_json(
+                    worker,
+                    carol,
+                    "/api/metrics/live",
+                    lambda body: body is not None,
+                    f"a {label} sample",
+                    service=label,
+                )
+                for label in ("script-worker-bash", "script-worker-python")
+            ]
+        code = worker.stop(signal.SIGTERM, timeout=30)
+    assert [entry["queue"] for entry in status] == ["scripts-bash", "scripts-python"]
+    assert liveness["javascript"]["live"] is False
+    assert [(s["service"], s["pid"]) for s in samples] == [
+        ("script-worker-bash", pid),
+        ("script-worker-python", pid),
+    ]
+    # Each runtime's lines carry its own label.
+    assert '"service": "script-worker-bash"' in worker.output
+    assert '"service": "script-worker-python"' in worker.output
+    assert code == 0, worker.output

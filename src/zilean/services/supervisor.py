@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from zilean.config import Service
 from zilean.services.workers import SOFT_STOP
 
 log = structlog.get_logger(__name__)
@@ -29,7 +28,7 @@ def _die_with_parent() -> None:
 
 @dataclass
 class ChildSpec:
-    service: Service
+    label: str  # what the logs call the child: a service label, or "script-worker"
     argv: list[str]
     env: dict[str, str]
 
@@ -66,7 +65,7 @@ class Supervisor:
         log.info(
             "child started",
             action="up.child_started",
-            child=str(child.spec.service),
+            child=child.spec.label,
             pid=process.pid,
         )
         return process
@@ -82,7 +81,7 @@ class Supervisor:
             log.error(
                 "child exited; restarting",
                 action="up.child_exited",
-                child=str(child.spec.service),
+                child=child.spec.label,
                 exit_code=code,
                 restart_in_seconds=backoff,
             )

@@ -2,8 +2,9 @@
 
 It starts the embedded Postgres (unless DATABASE_URL is set), keeps the master key and
 the derived script key in the data directory, seeds the Super Admin, serves core, ui,
-mcp and webhook in process behind one origin, and runs the HTTP worker and every script
-worker whose interpreter exists as child processes with their narrowed environments.
+mcp and webhook in process behind one origin, and runs the HTTP worker and the script
+worker (every runtime whose interpreter exists) as child processes with their narrowed
+environments.
 """
 
 from __future__ import annotations
@@ -113,14 +114,20 @@ def narrowed(env: Mapping[str, str], names: tuple[str, ...]) -> dict[str, str]:
 
 
 def child_specs(env: Mapping[str, str]) -> list[ChildSpec]:
-    """The worker processes to run: the HTTP worker, and each script worker with an interpreter."""
+    """The worker processes to run: the HTTP worker, and one process for the script runtimes.
+
+    Every runtime whose interpreter is installed runs in that one script worker process
+    (one queue, engine and sample label each): they share a trust tier, and a process
+    per runtime would cost ~70 MiB each. A deployment still runs one per runtime.
+    """
     specs = [
         ChildSpec(
-            service=Service.WORKER,
+            label=str(Service.WORKER),
             argv=[sys.executable, "-m", "zilean", "worker"],
             env=narrowed(env, WORKER_ENVIRONMENT),
         )
     ]
+    runtimes: list[str] = []
     for runtime, interpreter in RUNTIME_INTERPRETERS.items():
         if shutil.which(interpreter, path=env.get("PATH")) is None:
             log.info(
@@ -130,10 +137,12 @@ def child_specs(env: Mapping[str, str]) -> list[ChildSpec]:
                 interpreter=interpreter,
             )
             continue
+        runtimes += ["--runtime", str(runtime)]
+    if runtimes:
         specs.append(
             ChildSpec(
-                service=runtime.service,
-                argv=[sys.executable, "-m", "zilean", "script-worker", "--runtime", str(runtime)],
+                label="script-worker",
+                argv=[sys.executable, "-m", "zilean", "script-worker", *runtimes],
                 env=narrowed(env, SCRIPT_WORKER_ENVIRONMENT),
             )
         )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 
 import procrastinate
@@ -36,6 +36,28 @@ async def run_worker(service: Service, settings: WorkerSettings | ScriptWorkerSe
     The queue engine runs supervised (`services/engine.py`): restarted on any end we did
     not ask for, and the process exits non-zero when it makes no progress.
     """
+    await run_workers([(service, settings)])
+
+
+async def run_workers(
+    services: Sequence[tuple[Service, WorkerSettings | ScriptWorkerSettings]],
+) -> None:
+    """Run several workers in this process, each with its own queue, engine and samples.
+
+    `zilean up` runs every installed script runtime in one process this way (they share
+    one trust tier: the script key, one user); a deployment runs one per process.
+    """
+    stop = asyncio.Event()
+    with stop_on_signals(stop):
+        if not await wait_for_schema(services[0][1].database_url, stop=stop):
+            return
+        await asyncio.gather(*(_consume(service, settings, stop) for service, settings in services))
+
+
+async def _consume(
+    service: Service, settings: WorkerSettings | ScriptWorkerSettings, stop: asyncio.Event
+) -> None:
+    structlog.contextvars.bind_contextvars(service=str(service))  # this task's lines only
     queues = sorted(SERVICE_QUEUES[service])
     log.info(
         "starting",
@@ -44,53 +66,49 @@ async def run_worker(service: Service, settings: WorkerSettings | ScriptWorkerSe
         concurrency=settings.max_concurrency,
         timezone=settings.timezone,
     )
-    stop = asyncio.Event()
-    with stop_on_signals(stop):
-        if not await wait_for_schema(settings.database_url, stop=stop):
-            return
-        progress = Progress()
+    progress = Progress()
 
-        def make_worker(app: procrastinate.App) -> WatchedWorker:
-            return WatchedWorker(
-                app=app,
-                name=str(service),
-                queues=queues,
-                concurrency=settings.max_concurrency,
-                shutdown_graceful_timeout=SOFT_STOP,
-                # Our handlers are installed from the first instant; the engine's own
-                # arrive only once its loop starts, leaving a window where SIGTERM kills.
-                install_signal_handlers=False,
-                update_heartbeat_interval=WORKER_HEARTBEAT_INTERVAL,
-                worker_middleware=[progress.middleware],
-            )
+    def make_worker(app: procrastinate.App) -> WatchedWorker:
+        return WatchedWorker(
+            app=app,
+            name=str(service),
+            queues=queues,
+            concurrency=settings.max_concurrency,
+            shutdown_graceful_timeout=SOFT_STOP,
+            # Our handlers are installed from the first instant; the engine's own
+            # arrive only once its loop starts, leaving a window where SIGTERM kills.
+            install_signal_handlers=False,
+            update_heartbeat_interval=WORKER_HEARTBEAT_INTERVAL,
+            worker_middleware=[progress.middleware],
+        )
 
-        # One small pool for the watchdog's probes, the metrics samples and status reports.
-        probe = create_engine(settings.database_url, pool_size=1, max_overflow=1)
-        watchdog = NoProgressWatchdog(probe, queues, progress, settings.max_concurrency)
-        monitors = [
-            asyncio.create_task(watchdog.run(stop), name="zilean-no-progress"),
-            asyncio.create_task(run_sampling(probe, service, stop), name="zilean-sampling"),
-        ]
-        if isinstance(settings, ScriptWorkerSettings):
-            monitors.append(
-                asyncio.create_task(
-                    run_status_reports(probe, settings, stop), name="zilean-script-status"
-                )
+    # One small pool for the watchdog's probes, the metrics samples and status reports.
+    probe = create_engine(settings.database_url, pool_size=1, max_overflow=1)
+    watchdog = NoProgressWatchdog(probe, queues, progress, settings.max_concurrency)
+    monitors = [
+        asyncio.create_task(watchdog.run(stop), name="zilean-no-progress"),
+        asyncio.create_task(run_sampling(probe, service, stop), name="zilean-sampling"),
+    ]
+    if isinstance(settings, ScriptWorkerSettings):
+        monitors.append(
+            asyncio.create_task(
+                run_status_reports(probe, settings, stop), name="zilean-script-status"
             )
-        try:
-            async with _attempt_task(settings) as register:
-                await supervise(
-                    database_url=settings.database_url,
-                    max_connections=settings.max_concurrency + 2,
-                    register=register,
-                    make_worker=make_worker,
-                    stop=stop,
-                    progress=progress,
-                )
-        finally:
-            stop.set()
-            await asyncio.gather(*monitors)
-            await probe.dispose()
+        )
+    try:
+        async with _attempt_task(settings) as register:
+            await supervise(
+                database_url=settings.database_url,
+                max_connections=settings.max_concurrency + 2,
+                register=register,
+                make_worker=make_worker,
+                stop=stop,
+                progress=progress,
+            )
+    finally:
+        stop.set()
+        await asyncio.gather(*monitors)
+        await probe.dispose()
     log.info("stopped", action="service.stopped")
 
 
