@@ -361,3 +361,27 @@ async def test_a_full_reconcile_rereads_the_jobs_only_when_a_scheduled_column_ch
     assert await tick() == 2
     assert job_id not in scheduler.entries
     assert await tick() == 1
+
+
+async def test_one_transaction_bumps_the_registry_version_once_however_many_rows(
+    engine: AsyncEngine,
+) -> None:
+    async def version() -> int:
+        async with engine.connect() as conn:
+            return int((await conn.execute(text("SELECT version FROM registry_version"))).scalar())
+
+    before = await version()
+    async with engine.begin() as conn:
+        await conn.execute(
+            insert(scheduled_jobs),
+            [
+                {"id": uuid.uuid4(), "name": f"j{n}", "cron_expression": "* * * * *"}
+                for n in range(50)
+            ],
+        )
+        await conn.execute(update(scheduled_jobs).values(enabled=False))
+    after_bulk = await version()
+    await a_job(engine)
+    await a_job(engine)
+    assert after_bulk == before + 1
+    assert await version() == before + 3  # two more transactions

@@ -42,6 +42,25 @@ def build_schedule(key: EntryKey) -> Schedule:
     return parse_schedule(key.schedule_type, key.expression, timezone=zone)
 
 
+class NextFires:
+    """Next fire times memoized per (key, after) for one pass over many entries.
+
+    Jobs sharing a schedule are added (reconcile) or advanced (a firing batch) from the
+    same instant, so each distinct expression's next time is computed once per pass.
+    """
+
+    def __init__(self) -> None:
+        self._memo: dict[tuple[EntryKey, datetime], datetime | None] = {}
+
+    def after(self, key: EntryKey, schedule: Schedule, after: datetime) -> datetime | None:
+        memo_key = (key, after)
+        try:
+            return self._memo[memo_key]
+        except KeyError:
+            value = self._memo[memo_key] = schedule.next_fire(after)
+            return value
+
+
 @dataclass(eq=False, slots=True)
 class Entry:
     """One cron or rate job the scheduler will fire.

@@ -43,7 +43,14 @@ from zilean.db.tables import job_firings, registry_version, scheduled_jobs
 from zilean.execution.enqueue import Trigger
 from zilean.execution.firing import fire
 from zilean.registry.groups import gated_clause
-from zilean.scheduler.entries import DueQueue, Entry, EntryKey, build_schedule, entry_key
+from zilean.scheduler.entries import (
+    DueQueue,
+    Entry,
+    EntryKey,
+    NextFires,
+    build_schedule,
+    entry_key,
+)
 from zilean.schedules import Schedule, ScheduleError, ScheduleType
 
 log = structlog.get_logger(__name__)
@@ -233,6 +240,7 @@ class Scheduler:
         added = invalid = 0
         seen: set[uuid.UUID] = set()
         compiled: dict[EntryKey, Schedule] = {}
+        next_fires = NextFires()
         for row in rows:
             seen.add(row.job_id)
             key = entry_key(
@@ -260,7 +268,8 @@ class Scheduler:
                 continue
             compiled[key] = schedule
             self._invalid.pop(row.job_id, None)
-            self._add(row, key, schedule, self._start_after(row, key, now, first))
+            start = self._start_after(row, key, now, first)
+            self._add(row, key, schedule, next_fires.after(key, schedule, start))
             added += 1
         candidates = list(self._entries) + list(self._invalid) if scope is None else scope
         removed = 0
@@ -294,9 +303,10 @@ class Scheduler:
             return now
         return min(max(row.updated_at, now - self._catch_up), now)
 
-    def _add(self, row: StoredSchedule, key: EntryKey, schedule: Schedule, after: datetime) -> None:
+    def _add(
+        self, row: StoredSchedule, key: EntryKey, schedule: Schedule, next_fire: datetime | None
+    ) -> None:
         self._remove(row.job_id)
-        next_fire = schedule.next_fire(after)
         entry = Entry(job_id=row.job_id, key=key, schedule=schedule, next_fire=next_fire)
         self._entries[row.job_id] = entry
         self._stored_zone[row.job_id] = row.timezone
@@ -325,15 +335,16 @@ class Scheduler:
         if not due:
             return 0
         slots = asyncio.Semaphore(FIRE_CONCURRENCY)
+        next_fires = NextFires()
 
         async def one(entry: Entry) -> None:
             async with slots:
-                await self._fire_entry(entry, now)
+                await self._fire_entry(entry, now, next_fires)
 
         await asyncio.gather(*(one(entry) for entry in due))
         return len(due)
 
-    async def _fire_entry(self, entry: Entry, now: datetime) -> None:
+    async def _fire_entry(self, entry: Entry, now: datetime, next_fires: NextFires) -> None:
         scheduled_for = entry.next_fire
         assert scheduled_for is not None  # only entries with a next time are queued
         stored_timezone = self._stored_zone.get(entry.job_id, "")
@@ -373,5 +384,5 @@ class Scheduler:
             )
         if self._entries.get(entry.job_id) is not entry:
             return  # replaced or removed while firing: the new state already holds
-        entry.next_fire = entry.schedule.next_fire(max(now, scheduled_for))
+        entry.next_fire = next_fires.after(entry.key, entry.schedule, max(now, scheduled_for))
         self._queue.put(entry, entry.next_fire)

@@ -21,7 +21,14 @@ branch_labels = None
 depends_on = None
 
 CHANNEL = "zilean_jobs"
-BUMP = "UPDATE registry_version SET version = version + 1 WHERE id = 1;"
+# Once per transaction, however many rows it changes: a bulk edit must not pile up dead
+# versions of this one row (which an idle reconcile scans) or re-lock it per row.
+BUMP = """
+            IF current_setting('zilean.registry_bumped', true)
+                    IS DISTINCT FROM txid_current()::text THEN
+                UPDATE registry_version SET version = version + 1 WHERE id = 1;
+                PERFORM set_config('zilean.registry_bumped', txid_current()::text, true);
+            END IF;"""
 
 
 def upgrade() -> None:
