@@ -280,6 +280,67 @@ async def test_a_failed_firing_is_retried_for_the_same_instant(engine: AsyncEngi
     assert await firings(engine) == [(job_id, SUMMER)]
 
 
+async def test_one_failing_firing_in_a_batch_does_not_hold_back_the_others(
+    engine: AsyncEngine,
+) -> None:
+    bad = await a_job(engine, name="bad", cron_expression="0 * * * *")
+    good = [await a_job(engine, name=f"good-{n}", cron_expression="0 * * * *") for n in range(9)]
+    scheduler = a_scheduler(engine)
+    await scheduler.reconcile_once(SUMMER - timedelta(minutes=1))
+    # Only the bad job's queue insert is refused, so only its firing can fail.
+    async with engine.begin() as conn:
+        await conn.execute(
+            text(
+                "CREATE FUNCTION refuse_one() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                f"IF NEW.args->>'job_id' = '{bad}' THEN RAISE EXCEPTION 'refused'; END IF; "
+                "RETURN NEW; END $$"
+            )
+        )
+        await conn.execute(
+            text(
+                "CREATE TRIGGER refuse_one BEFORE INSERT ON procrastinate_jobs "
+                "FOR EACH ROW EXECUTE FUNCTION refuse_one()"
+            )
+        )
+    assert await scheduler.fire_due(SUMMER) == 10
+    assert sorted(job for job, _ in await firings(engine)) == sorted(good)
+    assert sorted(uuid.UUID(job) for job, _, _ in await queued(engine)) == sorted(good)
+    assert scheduler.entries[bad].next_fire == SUMMER  # retried for the same instant
+    assert {scheduler.entries[job].next_fire for job in good} == {SUMMER + timedelta(hours=1)}
+
+
+async def test_two_thousand_jobs_due_at_once_are_claimed_in_batches_of_few_statements(
+    engine: AsyncEngine,
+) -> None:
+    async with engine.begin() as conn:
+        await conn.execute(
+            text(
+                "INSERT INTO scheduled_jobs (id, name, url, cron_expression) "
+                "SELECT gen_random_uuid(), 'j' || n, 'https://example.com', '0 * * * *' "
+                "FROM generate_series(1, 2000) AS n"
+            )
+        )
+    scheduler = a_scheduler(engine)
+    await scheduler.reconcile_once(SUMMER - timedelta(minutes=1))
+    statements: list[str] = []
+
+    def count_statements(*args: Any) -> None:
+        statements.append(args[2])
+
+    event.listen(engine.sync_engine, "before_cursor_execute", count_statements)
+    try:
+        taken = 0
+        while fired := await scheduler.fire_due(SUMMER):
+            taken += fired
+    finally:
+        event.remove(engine.sync_engine, "before_cursor_execute", count_statements)
+    assert taken == 2000
+    assert len(await queued(engine)) == 2000
+    # Per transaction: the claim, the locks and the queue inserts (plus BEGIN/COMMIT,
+    # which the driver sends outside this hook): a few statements per hundreds of jobs.
+    assert len(statements) <= 3 * 2000 // 250 + 3
+
+
 async def test_reconciling_a_thousand_unchanged_jobs_reads_them_once_then_only_a_version(
     engine: AsyncEngine,
 ) -> None:

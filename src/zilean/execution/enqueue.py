@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -91,19 +91,24 @@ async def enqueue_attempts(
     `scheduled_at` None means as soon as possible. One statement, whatever the number
     of pool members.
     """
-    queue = queue_for(job_type)
     members = list(members)
     if any(member.job_id != str(job_id) for member in members):
         raise ValueError("every member must belong to the job being enqueued")
-    jobs = [
-        {
-            "queue_name": queue,
-            "args": member.to_json(),
-            "scheduled_at": None if scheduled_at is None else scheduled_at.isoformat(),
-        }
-        for member in members
-    ]
-    if not jobs:
+    return await enqueue_many(conn, [(job_type, member) for member in members], scheduled_at)
+
+
+async def enqueue_many(
+    conn: AsyncConnection,
+    attempts: Sequence[tuple[str, AttemptArgs]],
+    scheduled_at: datetime | None = None,
+) -> list[int]:
+    """Insert one queue job per (job type, args), for any number of jobs, in one statement."""
+    if not attempts:
         return []
+    due = None if scheduled_at is None else scheduled_at.isoformat()
+    jobs = [
+        {"queue_name": queue_for(job_type), "args": args.to_json(), "scheduled_at": due}
+        for job_type, args in attempts
+    ]
     result = await conn.execute(_DEFER, {"task_name": ATTEMPT_TASK, "jobs": json.dumps(jobs)})
     return [int(queue_job_id) for queue_job_id in result.scalars()]

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, select, text, update
+from sqlalchemy import func, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from zilean.db.tables import scheduled_jobs
-from zilean.execution.enqueue import AttemptArgs, Trigger, enqueue_attempts
+from zilean.execution.enqueue import AttemptArgs, Trigger, enqueue_many
 from zilean.execution.retry import coalesced_budget
 
 LOCK_STALE = timedelta(hours=1)
@@ -50,6 +50,85 @@ def free_members(
     return free, busy
 
 
+# The row columns a firing reads (locked FOR UPDATE by whoever reads them).
+FIRING_COLUMNS = (
+    scheduled_jobs.c.id,
+    scheduled_jobs.c.job_type,
+    scheduled_jobs.c.pool_count,
+    scheduled_jobs.c.overlap_policy,
+    scheduled_jobs.c.running_since_by_pool,
+    scheduled_jobs.c.retry_enabled,
+    scheduled_jobs.c.retry_max_attempts,
+)
+
+
+@dataclass(frozen=True)
+class FiringPlan:
+    """What firing one job will write: the locks it takes and the attempts it queues."""
+
+    job_id: uuid.UUID
+    job_type: str
+    taken: dict[str, str]  # pool index -> lock time, for overlap `skip`
+    members: list[AttemptArgs]
+    busy: list[int]
+
+
+def plan_firing(
+    row: Mapping[str, Any],
+    now: datetime,
+    *,
+    trigger: Trigger,
+    webhook_hops: int | None = None,
+    webhook_payload: Any = None,
+    webhook_metadata: dict[str, Any] | None = None,
+) -> FiringPlan:
+    """Decide, from a locked row (`FIRING_COLUMNS`), which members fire and lock."""
+    job_id = row["id"]
+    pool_count = max(1, int(row["pool_count"]))
+    free: list[int] = list(range(pool_count))
+    busy: list[int] = []
+    taken: dict[str, str] = {}
+    if row["overlap_policy"] != "allow":
+        free, busy = free_members(row["running_since_by_pool"] or {}, pool_count, now)
+        taken = {str(index): now.isoformat() for index in free}
+    budget = coalesced_budget(row["retry_max_attempts"], row["retry_enabled"])
+    members = [
+        AttemptArgs(
+            job_id=str(job_id),
+            loop_iteration=0,
+            pool_index=index,
+            max_attempts=budget,
+            trigger=trigger,
+            webhook_hops=webhook_hops,
+            webhook_payload=webhook_payload,
+            webhook_metadata=webhook_metadata,
+        )
+        for index in free
+    ]
+    return FiringPlan(job_id, str(row["job_type"]), taken, members, busy)
+
+
+_TAKE_LOCKS = text(
+    """
+    UPDATE scheduled_jobs AS job
+    SET running_since_by_pool = job.running_since_by_pool || taken.locks
+    FROM jsonb_to_recordset(CAST(:taken AS jsonb)) AS taken(id uuid, locks jsonb)
+    WHERE job.id = taken.id
+    """
+)
+
+
+async def apply_firings(
+    conn: AsyncConnection, plans: Sequence[FiringPlan], *, scheduled_at: datetime | None = None
+) -> list[int]:
+    """Write the plans' locks (one statement) and queue their attempts (one statement)."""
+    taken = [{"id": str(plan.job_id), "locks": plan.taken} for plan in plans if plan.taken]
+    if taken:
+        await conn.execute(_TAKE_LOCKS, {"taken": json.dumps(taken)})
+    attempts = [(plan.job_type, member) for plan in plans for member in plan.members]
+    return await enqueue_many(conn, attempts, scheduled_at)
+
+
 async def fire(
     conn: AsyncConnection,
     job_id: uuid.UUID,
@@ -68,15 +147,7 @@ async def fire(
     row = (
         (
             await conn.execute(
-                select(
-                    scheduled_jobs.c.job_type,
-                    scheduled_jobs.c.pool_count,
-                    scheduled_jobs.c.overlap_policy,
-                    scheduled_jobs.c.running_since_by_pool,
-                    scheduled_jobs.c.retry_enabled,
-                    scheduled_jobs.c.retry_max_attempts,
-                    func.now().label("now"),
-                )
+                select(*FIRING_COLUMNS, func.now().label("now"))
                 .where(scheduled_jobs.c.id == job_id)
                 .with_for_update()
             )
@@ -86,37 +157,13 @@ async def fire(
     )
     if row is None:
         return Firing()
-    pool_count = max(1, int(row["pool_count"]))
-    free: list[int] = list(range(pool_count))
-    busy: list[int] = []
-    if row["overlap_policy"] != "allow":
-        free, busy = free_members(row["running_since_by_pool"] or {}, pool_count, row["now"])
-        if free:
-            taken = {str(index): row["now"].isoformat() for index in free}
-            await conn.execute(
-                update(scheduled_jobs)
-                .where(scheduled_jobs.c.id == job_id)
-                .values(
-                    running_since_by_pool=scheduled_jobs.c.running_since_by_pool.op("||")(
-                        text("CAST(:taken AS jsonb)").bindparams(taken=json.dumps(taken))
-                    )
-                )
-            )
-    budget = coalesced_budget(row["retry_max_attempts"], row["retry_enabled"])
-    members = [
-        AttemptArgs(
-            job_id=str(job_id),
-            loop_iteration=0,
-            pool_index=index,
-            max_attempts=budget,
-            trigger=trigger,
-            webhook_hops=webhook_hops,
-            webhook_payload=webhook_payload,
-            webhook_metadata=webhook_metadata,
-        )
-        for index in free
-    ]
-    ids = await enqueue_attempts(
-        conn, job_id=job_id, job_type=row["job_type"], members=members, scheduled_at=scheduled_at
+    plan = plan_firing(
+        dict(row),
+        row["now"],
+        trigger=trigger,
+        webhook_hops=webhook_hops,
+        webhook_payload=webhook_payload,
+        webhook_metadata=webhook_metadata,
     )
-    return Firing(queue_job_ids=ids, busy_members=busy)
+    ids = await apply_firings(conn, [plan], scheduled_at=scheduled_at)
+    return Firing(queue_job_ids=ids, busy_members=plan.busy)

@@ -28,20 +28,21 @@ Non-guarantees:
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import structlog
-from sqlalchemy import DateTime, and_, literal, select
-from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy import DateTime, Text, Uuid, and_, cast, column, func, literal, or_, select
+from sqlalchemy.dialects.postgresql import JSONB, insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from zilean.db.tables import job_firings, registry_version, scheduled_jobs
 from zilean.execution.enqueue import Trigger
-from zilean.execution.firing import fire
+from zilean.execution.firing import FIRING_COLUMNS, FiringPlan, apply_firings, plan_firing
 from zilean.registry.groups import gated_clause
 from zilean.scheduler.entries import (
     DueQueue,
@@ -60,7 +61,7 @@ SCHEDULED_TYPES = (ScheduleType.CRON.value, ScheduleType.RATE.value)
 # scheduler led; never earlier than the row's last edit. Instants already fired by the
 # previous leader are refused by job_firings.
 CATCH_UP = timedelta(seconds=60)
-FIRE_BATCH = 200  # due entries taken per `fire_due` call
+FIRE_BATCH = 1000  # due entries taken per `fire_due` call
 FIRE_CONCURRENCY = 4  # firing transactions in flight at once (each holds a pool connection)
 FIRE_RETRY_DELAY = timedelta(seconds=5)  # before a firing that raised is tried again
 # Notified job ids beyond this many are applied by a full reconcile instead.
@@ -127,34 +128,61 @@ def _load_all_query() -> Any:
     )
 
 
-def _claim_statement(entry: Entry, scheduled_for: datetime, stored_timezone: str) -> Any:
-    """Insert the firing's guard row, only if the job may fire that schedule right now.
+def _claim_statement(entries: Sequence[Entry], stored_zones: Mapping[uuid.UUID, str]) -> Any:
+    """Claim many firings at once; return the locked rows of those this caller claimed.
 
-    Returns a row only when this caller inserted it: a conflict means another scheduler
-    already fired this instant; no source row means the job was disabled, gated,
-    deleted or rescheduled since the entry was built. The job row is locked FOR UPDATE
-    first, before the guard's foreign key takes its weaker lock, so the firing never
+    For each entry, the guard row is inserted only if the job may fire that schedule
+    right now: a conflict means another scheduler already fired the instant; no source
+    row means the job was disabled, gated, deleted or rescheduled since the entry was
+    built. Job rows are locked FOR UPDATE first (in id order, so two batches cannot
+    deadlock), before the guards' foreign keys take their weaker lock, so a firing never
     upgrades a row lock another writer may be queued behind.
     """
-    jobs = scheduled_jobs.c
-    eligible = select(jobs.id).where(
-        jobs.id == entry.job_id,
-        jobs.enabled,
-        jobs.schedule_type == entry.key.schedule_type,
-        jobs.cron_expression == entry.key.expression,
-        ~gated_clause(jobs.group_name),
-    )
-    if entry.key.schedule_type == ScheduleType.CRON:
-        eligible = eligible.where(jobs.timezone == stored_timezone)
-    job = eligible.with_for_update(of=scheduled_jobs).cte("job")
-    return (
-        insert(job_firings)
-        .from_select(
-            ["job_id", "scheduled_for"],
-            select(job.c.id, literal(scheduled_for, DateTime(timezone=True))),
+    due = [
+        {
+            "job_id": str(entry.job_id),
+            "scheduled_for": entry.next_fire.isoformat() if entry.next_fire else None,
+            "schedule_type": entry.key.schedule_type,
+            "expression": entry.key.expression,
+            "zone": stored_zones.get(entry.job_id, ""),
+        }
+        for entry in entries
+    ]
+    rows = (
+        func.jsonb_to_recordset(cast(literal(json.dumps(due)), JSONB))
+        .table_valued(
+            column("job_id", Uuid),
+            column("scheduled_for", DateTime(timezone=True)),
+            column("schedule_type", Text),
+            column("expression", Text),
+            column("zone", Text),
         )
+        .render_derived("due", with_types=True)
+    )
+    jobs = scheduled_jobs.c
+    eligible = (
+        select(*FIRING_COLUMNS, rows.c.scheduled_for)
+        .join_from(scheduled_jobs, rows, rows.c.job_id == jobs.id)
+        .where(
+            jobs.enabled,
+            jobs.schedule_type == rows.c.schedule_type,
+            jobs.cron_expression == rows.c.expression,
+            or_(rows.c.schedule_type != ScheduleType.CRON.value, jobs.timezone == rows.c.zone),
+            ~gated_clause(jobs.group_name),
+        )
+        .order_by(jobs.id)
+        .with_for_update(of=scheduled_jobs)
+        .cte("eligible")
+    )
+    claimed = (
+        insert(job_firings)
+        .from_select(["job_id", "scheduled_for"], select(eligible.c.id, eligible.c.scheduled_for))
         .on_conflict_do_nothing()
         .returning(job_firings.c.job_id)
+        .cte("claimed")
+    )
+    return select(eligible, func.now().label("now")).join_from(
+        eligible, claimed, claimed.c.job_id == eligible.c.id
     )
 
 
@@ -325,64 +353,69 @@ class Scheduler:
     async def fire_due(self, now: datetime | None = None, *, limit: int = FIRE_BATCH) -> int:
         """Fire up to `limit` entries due at `now`; return how many were taken.
 
-        Each firing is one transaction (guard row, overlap locks, queue jobs). Afterwards
-        the entry advances to its next instant; a firing that raised is retried after
-        `FIRE_RETRY_DELAY` for the same instant. A return value of `limit` means more
-        may be due: call again (the loop yields to other tasks in between).
+        The entries are split over `FIRE_CONCURRENCY` transactions, each claiming and
+        firing its share in three statements (claim, locks, queue inserts). When one
+        fails, its entries are fired one by one, so a single bad row cannot hold back the
+        others; an entry whose own firing fails is retried after `FIRE_RETRY_DELAY` for
+        the same instant. Afterwards each entry advances to its next instant. A return
+        value of `limit` means more may be due: call again.
         """
         now = now or _utcnow()
         due = self._queue.pop_due(now, limit)
         if not due:
             return 0
-        slots = asyncio.Semaphore(FIRE_CONCURRENCY)
         next_fires = NextFires()
-
-        async def one(entry: Entry) -> None:
-            async with slots:
-                await self._fire_entry(entry, now, next_fires)
-
-        await asyncio.gather(*(one(entry) for entry in due))
+        size = -(-len(due) // FIRE_CONCURRENCY)  # ceiling division
+        chunks = [due[start : start + size] for start in range(0, len(due), size)]
+        await asyncio.gather(*(self._fire_chunk(chunk, now, next_fires) for chunk in chunks))
         return len(due)
 
-    async def _fire_entry(self, entry: Entry, now: datetime, next_fires: NextFires) -> None:
-        scheduled_for = entry.next_fire
-        assert scheduled_for is not None  # only entries with a next time are queued
-        stored_timezone = self._stored_zone.get(entry.job_id, "")
+    async def _fire_chunk(self, entries: list[Entry], now: datetime, next_fires: NextFires) -> None:
         try:
-            async with self._engine.begin() as conn:
-                claimed = await conn.execute(
-                    _claim_statement(entry, scheduled_for, stored_timezone)
-                )
-                firing = None
-                if claimed.first() is not None:
-                    firing = await fire(conn, entry.job_id, trigger=Trigger.SCHEDULE)
+            fired = await self._claim_and_fire(entries)
         except Exception:
+            if len(entries) > 1:
+                log.warning(
+                    "batch firing failed; firing its entries one by one",
+                    action="scheduler.batch_failed",
+                    entries=len(entries),
+                )
+                for entry in entries:
+                    await self._fire_chunk([entry], now, next_fires)
+                return
+            [entry] = entries
+            assert entry.next_fire is not None
             log.exception(
                 "firing failed; it will be retried",
                 action="scheduler.fire_failed",
                 job_id=str(entry.job_id),
-                scheduled_for=scheduled_for.isoformat(),
+                scheduled_for=entry.next_fire.isoformat(),
             )
             if self._entries.get(entry.job_id) is entry:
                 self._queue.put(entry, now + FIRE_RETRY_DELAY)
             return
-        if firing is None:
-            log.debug(
-                "firing skipped: already fired elsewhere, or the job changed",
-                action="scheduler.fire_skipped",
-                job_id=str(entry.job_id),
-                scheduled_for=scheduled_for.isoformat(),
-            )
-        else:
-            log.debug(
-                "job fired",
-                action="scheduler.fired",
-                job_id=str(entry.job_id),
-                scheduled_for=scheduled_for.isoformat(),
-                queued=len(firing.queue_job_ids),
-                busy_members=firing.busy_members,
-            )
-        if self._entries.get(entry.job_id) is not entry:
-            return  # replaced or removed while firing: the new state already holds
-        entry.next_fire = next_fires.after(entry.key, entry.schedule, max(now, scheduled_for))
-        self._queue.put(entry, entry.next_fire)
+        log.debug(
+            "entries fired",
+            action="scheduler.fired",
+            fired=len(fired),
+            skipped=len(entries) - len(fired),  # fired elsewhere, or the job changed
+            queued=sum(len(plan.members) for plan in fired.values()),
+        )
+        for entry in entries:
+            if self._entries.get(entry.job_id) is not entry:
+                continue  # replaced or removed while firing: the new state already holds
+            scheduled_for = entry.next_fire
+            assert scheduled_for is not None  # only entries with a next time are queued
+            entry.next_fire = next_fires.after(entry.key, entry.schedule, max(now, scheduled_for))
+            self._queue.put(entry, entry.next_fire)
+
+    async def _claim_and_fire(self, entries: list[Entry]) -> dict[uuid.UUID, FiringPlan]:
+        """One transaction: claim the entries' instants, take locks, queue the attempts."""
+        async with self._engine.begin() as conn:
+            claimed = await conn.execute(_claim_statement(entries, self._stored_zone))
+            plans = [
+                plan_firing(dict(row), row["now"], trigger=Trigger.SCHEDULE)
+                for row in claimed.mappings()
+            ]
+            await apply_firings(conn, plans)
+        return {plan.job_id: plan for plan in plans}
