@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 ARGS ?=
 
-.PHONY: run test lint
+.PHONY: run test lint bench
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,10 +24,14 @@ run: $(VENV)/.run-deps
 
 ## lint: ruff (lint and format) and mypy
 lint: $(VENV)/.dev-deps
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/mypy
 
 ## test: lint, then the whole test suite
 test: lint
 	$(BIN)/pytest
+
+## bench: the benchmark suite (issue 7), e.g. make bench ARGS="--quick --json /tmp/bench.json"
+bench: $(VENV)/.dev-deps
+	$(BIN)/python -m benchmarks $(ARGS)

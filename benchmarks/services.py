@@ -1,0 +1,124 @@
+"""Starting the processes scenarios measure: the target, Zilean's services, the baseline worker.
+
+Zilean's services run as the real CLI (`python -m zilean ...`) with the narrowed
+environment a deployment gives them; each start waits on a readiness condition (a
+registered queue worker, a healthy `/healthz`, a printed line), never on a fixed sleep.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from pathlib import Path
+
+import httpx
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from benchmarks.baseline_worker import BASELINE_QUEUE
+from benchmarks.harness import BenchError, wait_until
+from benchmarks.processes import ManagedProcess, Processes
+from benchmarks.queue import worker_count
+from benchmarks.seeding import BENCH_KEY
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+START_TIMEOUT = 60.0  # seconds for any service to become ready
+# What every child needs from the OS to run at all (as `zilean up` passes on).
+_OS_ENVIRONMENT = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "VIRTUAL_ENV")
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """A clean environment: the OS basics, the repo on the path, and `extra`."""
+    env = {name: os.environ[name] for name in _OS_ENVIRONMENT if name in os.environ}
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    env.update(extra)
+    return env
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def start_target(processes: Processes) -> tuple[ManagedProcess, str]:
+    """Start the HTTP target; return it and its base URL."""
+    process = processes.spawn(
+        "http-target", [sys.executable, "-m", "benchmarks.target"], child_env()
+    )
+    match = await process.wait_for_output(r"listening on (http://\S+)", within=START_TIMEOUT)
+    return process, match.group(1)
+
+
+async def _registered(
+    processes: Processes, engine: AsyncEngine, name: str, argv: list[str], env: dict[str, str]
+) -> ManagedProcess:
+    """Spawn a queue worker and wait until it has registered with Procrastinate."""
+    before = await worker_count(engine)
+    process = processes.spawn(name, argv, env)
+
+    async def registered() -> bool:
+        if not process.alive():
+            raise BenchError(f"{name} exited with {process.popen.returncode}:\n{process.tail()}")
+        return await worker_count(engine) > before
+
+    await wait_until(registered, within=START_TIMEOUT, what=f"{name} to register")
+    return process
+
+
+async def start_worker(
+    processes: Processes, engine: AsyncEngine, database_url: str, concurrency: int
+) -> ManagedProcess:
+    """Start the real HTTP worker, `zilean worker`."""
+    env = child_env(
+        DATABASE_URL=database_url,
+        SETTINGS_ENCRYPTION_KEY=BENCH_KEY,
+        WORKER_MAX_CONCURRENCY=str(concurrency),
+    )
+    argv = [sys.executable, "-m", "zilean", "worker"]
+    return await _registered(processes, engine, "zilean-worker", argv, env)
+
+
+async def start_baseline_worker(
+    processes: Processes,
+    engine: AsyncEngine,
+    database_url: str,
+    target_url: str,
+    concurrency: int,
+    queue: str = BASELINE_QUEUE,
+) -> ManagedProcess:
+    """Start the bare Procrastinate worker the baselines run on."""
+    env = child_env(DATABASE_URL=database_url, BENCH_TARGET_URL=target_url)
+    argv = [
+        sys.executable, "-m", "benchmarks.baseline_worker",
+        "--queue", queue, "--concurrency", str(concurrency),
+    ]  # fmt: skip
+    return await _registered(processes, engine, "baseline-worker", argv, env)
+
+
+async def start_core(processes: Processes, database_url: str) -> tuple[ManagedProcess, str]:
+    """Start the real `zilean core` (API, scheduler, sweeps); return it and its base URL."""
+    port = free_port()
+    env = child_env(
+        DATABASE_URL=database_url,
+        SETTINGS_ENCRYPTION_KEY=BENCH_KEY,
+        CORE_ADDR=f"127.0.0.1:{port}",
+    )
+    process = processes.spawn("zilean-core", [sys.executable, "-m", "zilean", "core"], env)
+    base_url = f"http://127.0.0.1:{port}"
+    await wait_healthy(process, base_url)
+    return process, base_url
+
+
+async def wait_healthy(process: ManagedProcess, base_url: str) -> None:
+    async with httpx.AsyncClient(timeout=2.0) as client:
+
+        async def healthy() -> bool:
+            if not process.alive():
+                raise BenchError(f"{process.name} exited early:\n{process.tail()}")
+            try:
+                return (await client.get(f"{base_url}/healthz")).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        await wait_until(healthy, within=START_TIMEOUT, what=f"{process.name} /healthz")

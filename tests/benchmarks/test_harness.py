@@ -1,0 +1,172 @@
+"""The benchmark suite's harness: statistics, figures and their verdicts, the report, the
+interleaving, and one tiny real scenario through the suite's own code path.
+
+No timing targets here: whether Zilean meets the issue's goals is the suite's job.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+from benchmarks.context import BenchContext
+from benchmarks.figures import FigureSpec, On, at_least, at_most, failed
+from benchmarks.harness import BenchError, interleave, wait_until
+from benchmarks.postgres import TEMPLATE, drop_database, prepare_async
+from benchmarks.processes import Processes
+from benchmarks.report import COLUMNS, render_table, to_json
+from benchmarks.scales import QUICK
+from benchmarks.scenarios import all_scenarios, burst
+from benchmarks.services import start_target
+from benchmarks.stats import median, pairwise_ratios, percentile
+
+ISSUE_KEYS = {"name", "value", "unit", "baseline", "ratio", "target", "meets"}
+
+
+@pytest.mark.parametrize(
+    ("values", "p", "expected"),
+    [
+        ([3.0, 1.0, 2.0], 50, 2.0),  # odd count: the middle value, whatever the order
+        ([1.0, 2.0, 3.0, 4.0], 50, 2.5),  # even count: halfway between the middle two
+        ([1.0, 2.0, 3.0, 4.0, 5.0], 100, 5.0),  # p100 is the maximum
+        ([10.0], 99, 10.0),  # one value is every percentile
+        ([0.0, 100.0], 99, 99.0),  # linear between ranks, not snapped to the maximum
+    ],
+)
+def test_percentiles_interpolate_between_ranks(
+    values: list[float], p: float, expected: float
+) -> None:
+    assert percentile(values, p) == pytest.approx(expected)
+
+
+def test_a_median_of_nothing_is_an_error_not_a_zero() -> None:
+    with pytest.raises(ValueError, match="no values"):
+        median([])
+
+
+def test_pairwise_ratios_skip_a_zero_baseline_and_refuse_unpaired_samples() -> None:
+    assert pairwise_ratios([2.0, 3.0, 4.0], [1.0, 0.0, 8.0]) == [2.0, 0.5]
+    with pytest.raises(ValueError, match="unpaired"):
+        pairwise_ratios([1.0, 2.0], [1.0])
+
+
+def test_a_ratio_target_is_judged_on_the_median_of_the_pair_ratios() -> None:
+    spec = FigureSpec("throughput", "attempts/s", at_least(0.9, on=On.RATIO))
+    # Pair ratios 0.9, 1.0 and 0.5: their median is 0.9, unlike 90 / 100 of the medians.
+    figure = spec.figure([90.0, 100.0, 50.0], [100.0, 100.0, 100.0])
+    assert figure.value == 90.0
+    assert figure.baseline == 100.0
+    assert figure.ratio == pytest.approx(0.9)
+    assert figure.meets is True
+    assert figure.target is not None
+    assert figure.target.describe("attempts/s") == "ratio >= 0.9"
+
+
+def test_a_value_target_is_judged_on_the_median_not_the_best_sample() -> None:
+    figure = FigureSpec("lag", "ms", at_most(100.0)).figure([50.0, 120.0, 130.0])
+    assert figure.value == 120.0
+    assert figure.ratio is None  # no baseline, no ratio
+    assert figure.meets is False
+
+
+def test_a_figure_without_a_target_gives_no_verdict() -> None:
+    figure = FigureSpec("capacity", "req/s").figure([1.0, 2.0, 3.0])
+    assert figure.meets is None
+    assert figure.to_json()["meets"] is None
+
+
+def test_an_unmeasured_figure_never_meets_its_target() -> None:
+    figure = failed("lag", "ms", at_most(100.0), "the route answered 404")
+    assert figure.value is None
+    assert figure.meets is False
+    assert figure.note == "not measured: the route answered 404"
+
+
+def test_the_json_is_one_object_per_figure_with_the_issues_keys() -> None:
+    figures = [
+        FigureSpec("a", "ms", at_most(1.0)).figure([0.5, 0.7], [0.2, 0.2], note="why", extra=1),
+        failed("b", "MiB", None, "crashed"),
+    ]
+    parsed = json.loads(to_json(figures))
+    assert [item["name"] for item in parsed] == ["a", "b"]
+    assert all(item.keys() >= ISSUE_KEYS for item in parsed)
+    assert parsed[0]["value"] == 0.6
+    assert parsed[0]["ratio"] == 3.0
+    assert parsed[0]["target"] == "<= 1 ms"
+    assert parsed[0]["meets"] is True
+    assert (parsed[0]["min"], parsed[0]["max"], parsed[0]["extra"]) == (0.5, 0.7, 1)
+    assert (parsed[1]["value"], parsed[1]["meets"], parsed[1]["target"]) == (None, None, None)
+
+
+def test_the_table_has_every_column_every_figure_and_their_notes() -> None:
+    figures = [
+        FigureSpec("met", "ms", at_most(10.0)).figure([1.0, 2.0, 3.0], [1.0, 1.0, 1.0]),
+        FigureSpec("missed", "ms", at_most(1.0)).figure([5.0], note="slow on purpose"),
+        FigureSpec("untargeted", "x").figure([1.0]),
+    ]
+    table = render_table(figures)
+    header, rule, *rows = table.splitlines()[:5]
+    assert header.split() == list(COLUMNS)
+    assert set(rule) <= {"-", " "}
+    cells = {row.split()[0]: row.split() for row in rows}
+    assert cells["met"][1:3] == ["2", "ms"]
+    assert "yes" in cells["met"]
+    assert "1/3" in cells["met"]
+    assert "no" in cells["missed"]
+    assert cells["untargeted"][-2:] == ["-", "1/1"]
+    assert "Notes:" in table
+    assert "- missed: slow on purpose" in table
+
+
+async def test_interleaving_alternates_the_steps_and_drops_the_warm_up() -> None:
+    calls: list[str] = []
+
+    def step(name: str) -> Callable[[], Awaitable[int]]:
+        async def run() -> int:
+            calls.append(name)
+            return len(calls)
+
+        return run
+
+    results = await interleave(2, [("baseline", step("b")), ("subject", step("s"))], warmup=1)
+    assert calls == ["b", "s", "b", "s", "b", "s"]
+    assert results == {"baseline": [3, 5], "subject": [4, 6]}
+
+
+async def test_a_wait_that_never_comes_true_fails_with_its_reason() -> None:
+    async def never() -> bool:
+        return False
+
+    with pytest.raises(BenchError, match="waiting for the impossible"):
+        await wait_until(never, within=0.05, what="the impossible", interval=0.01)
+
+
+def test_every_scenario_promises_figures_with_unique_names() -> None:
+    names = [spec.name for scenario in all_scenarios() for spec in scenario.specs]
+    assert all(scenario.specs for scenario in all_scenarios())
+    assert len(names) == len(set(names))
+
+
+async def test_a_tiny_burst_runs_through_the_suites_own_code_path(
+    postgres_admin_url: str, tmp_path: Path
+) -> None:
+    postgres = await prepare_async(postgres_admin_url)
+    processes = Processes(tmp_path)
+    scale = dataclasses.replace(QUICK, pairs=1, burst_jobs=50)
+    try:
+        target, target_url = await start_target(processes)
+        ctx = BenchContext(postgres, processes, target, target_url, scale, tmp_path)
+        [figure] = await burst.SCENARIO.run(ctx)
+    finally:
+        processes.stop_all()
+        drop_database(postgres_admin_url, TEMPLATE)
+    assert figure.name == "burst_enqueue"
+    assert len(figure.samples) == len(figure.baseline_samples) == 1
+    assert figure.value is not None
+    assert figure.value > 0
+    assert figure.extra["measured_jobs"] == 50
+    assert isinstance(figure.meets, bool)
+    assert "scaled linearly" in figure.note
