@@ -17,6 +17,7 @@ from tests.support.actors import Cast, client_for
 from tests.support.attempts import http_job, run_now, settled, worker_for
 from tests.support.jobs import create
 from tests.support.target import ScriptedResponse, http_target
+from zilean.api.app import create_core_app
 
 SINCE_MESSAGE = {"error": "since must be a positive duration, e.g. 24h"}
 BUCKETS_MESSAGE = {"error": "buckets must be a positive integer"}
@@ -53,6 +54,10 @@ async def database_now(engine: AsyncEngine) -> datetime:
     async with engine.connect() as conn:
         now: datetime = (await conn.execute(text("SELECT now()"))).scalar_one()
     return now
+
+
+def job_totals(body: dict[str, Any]) -> dict[str, int]:
+    return {entry["job_id"]: sum(b["total"] for b in entry["buckets"]) for entry in body["jobs"]}
 
 
 def parse(stamp: str) -> datetime:
@@ -276,3 +281,37 @@ async def test_real_attempts_show_up_in_heartbeats_and_activity(
     assert (activity["invocations_total"], activity["invocations_failed"]) == (2, 1)
     assert sum(b["completed"] for b in activity["buckets"]) == 1
     assert all(b["duration_ms_max"] >= b["duration_ms_avg"] >= 0 for b in activity["buckets"])
+
+
+async def test_repeated_heartbeats_read_only_unsettled_buckets_and_match_a_fresh_read(
+    core_app: FastAPI, engine: AsyncEngine, cast: Cast
+) -> None:
+    jobs = [await create(core_app, cast.alice.session, name=f"job-{n}") for n in range(3)]
+    for number, job in enumerate(jobs):
+        for ago in (0, 1, 5, 40, 300, 1000):
+            await add_stats(engine, job["id"], minutes_ago=ago, total=number + 1, failed=number)
+    params = {"since": "24h", "buckets": "48"}  # 30-minute slots
+    first = await get(core_app, cast.carol.session, "/api/jobs/heartbeats", **params)
+    # New calls in the current minute, then a job deleted: both show on the next poll.
+    async with engine.begin() as conn:
+        await conn.execute(
+            text(
+                "UPDATE job_call_stats SET total = total + 7, completed = completed + 7 "
+                "WHERE job_id = :id AND bucket_start = date_trunc('minute', now())"
+            ),
+            {"id": jobs[0]["id"]},
+        )
+    async with client_for(core_app, cast.alice.session) as alice:
+        assert (await alice.delete(f"/api/jobs/{jobs[2]['id']}")).status_code == 204
+    with statements(engine) as seen:
+        second = await get(core_app, cast.carol.session, "/api/jobs/heartbeats", **params)
+    [read] = [s for s in seen if "job_call_stats" in s]
+    # The settled slots came from the cache: the read carried their range as a bound.
+    assert "greatest" in read.lower()
+    fresh_app = create_core_app(core_app.state.settings, engine)  # an empty cache
+    expected = await get(fresh_app, cast.carol.session, "/api/jobs/heartbeats", **params)
+    assert second == expected
+    assert [entry["job_id"] for entry in second["jobs"]] == [jobs[0]["id"], jobs[1]["id"]]
+    totals, before = job_totals(second), job_totals(first)
+    assert totals[jobs[0]["id"]] == before[jobs[0]["id"]] + 7
+    assert totals[jobs[1]["id"]] == before[jobs[1]["id"]]

@@ -34,6 +34,7 @@ from zilean.api.routes import (
 )
 from zilean.config import CoreSettings, Service, Settings
 from zilean.maintenance.sweeps import run_sweeps
+from zilean.monitoring.activity import HeartbeatCache
 from zilean.monitoring.prometheus import MetricsExporter
 from zilean.monitoring.sampling import sampling
 from zilean.scheduler import SchedulerService
@@ -113,6 +114,7 @@ def create_core_app(settings: CoreSettings, engine: AsyncEngine) -> FastAPI:
         background=_core_background,
     )
     app.state.metrics_exporter = MetricsExporter(engine)
+    app.state.heartbeat_cache = HeartbeatCache()
     for module in (
         # Before jobs: /api/jobs/{job_id} would claim /api/jobs/import and /heartbeats.
         job_csv,

@@ -39,7 +39,7 @@ async def list_heartbeats(
     """
     window = Window.from_query(since, buckets)
     async with request.app.state.engine.connect() as conn:
-        return await heartbeats(conn, window)
+        return await heartbeats(conn, window, request.app.state.heartbeat_cache)
 
 
 @router.get("/{job_id}/activity", operation_id="get_job_activity")
