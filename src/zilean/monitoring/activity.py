@@ -6,6 +6,7 @@ heartbeats on a timer, so its cost must not grow with a round-trip per job.
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -16,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from zilean.db.tables import job_call_stats, scheduled_jobs
 from zilean.errors import NotFound
-from zilean.monitoring.window import MAX_SINCE_SECONDS, Window
+from zilean.monitoring.window import MAX_SINCE_SECONDS, Window, utc_text
 
 stats = job_call_stats.c
 
@@ -72,24 +73,49 @@ def _bucket(row: Any, *, latency: bool = False) -> dict[str, Any]:
     return bucket
 
 
-Counts = tuple[int, int, int]  # total, completed, failed
+Bucket = dict[str, Any]  # a heartbeat bucket, timestamps already as text
+COMPACT = (",", ":")  # JSON separators
 
 
-@dataclass(frozen=True)
-class _Held:
-    first: datetime
-    through: datetime
-    slots: dict[datetime, dict[uuid.UUID, Counts]]  # only grows below `through`
-
-    def covers(self, window_start: datetime) -> bool:
-        return window_start >= self.first
+def _bucket_list_text(buckets: list[Bucket]) -> str:
+    """Buckets as JSON array items, without the brackets (joined with others later)."""
+    return json.dumps(buckets, separators=COMPACT)[1:-1]
 
 
 @dataclass
 class _CachedWidth:
     first: datetime  # the earliest slot start held
     through: datetime  # slots starting before this are complete and held
-    slots: dict[datetime, dict[uuid.UUID, Counts]] = field(default_factory=dict)
+    slots: dict[datetime, dict[uuid.UUID, Bucket]] = field(default_factory=dict)
+    # Each job's held buckets of one window, already encoded: (window_start, through).
+    texts_key: tuple[datetime, datetime] | None = None
+    texts: dict[uuid.UUID, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Held:
+    """What one request uses of the cache, whatever other requests change meanwhile."""
+
+    cached: _CachedWidth
+    first: datetime
+    through: datetime
+
+    def covers(self, window_start: datetime) -> bool:
+        return window_start >= self.first
+
+    def texts(self, window_start: datetime) -> dict[uuid.UUID, str]:
+        """Each job's held buckets in [window_start, through), encoded once per window."""
+        cached, key = self.cached, (window_start, self.through)
+        if cached.texts_key == key:
+            return cached.texts
+        per_job: dict[uuid.UUID, list[Bucket]] = {}
+        for slot_start in sorted(cached.slots):  # below `through`, the slots never change
+            if window_start <= slot_start < self.through:
+                for job_id, bucket in cached.slots[slot_start].items():
+                    per_job.setdefault(job_id, []).append(bucket)
+        texts = {job_id: _bucket_list_text(buckets) for job_id, buckets in per_job.items()}
+        cached.texts_key, cached.texts = key, texts
+        return texts
 
 
 class HeartbeatCache:
@@ -111,14 +137,14 @@ class HeartbeatCache:
     def held(self, window: Window) -> _Held | None:
         """What is held for this width now; a request uses this even if others update it."""
         cached = self._widths.get(window.bucket_width_seconds)
-        return None if cached is None else _Held(cached.first, cached.through, cached.slots)
+        return None if cached is None else _Held(cached, cached.first, cached.through)
 
     def remember(
         self,
         window: Window,
         window_start: datetime,
         now: datetime,
-        fresh: dict[datetime, dict[uuid.UUID, Counts]],
+        fresh: dict[datetime, dict[uuid.UUID, Bucket]],
         read_from: datetime,
     ) -> None:
         """Keep the slots of `fresh` (read from `read_from` on) that have settled by `now`."""
@@ -146,11 +172,13 @@ class HeartbeatCache:
 
 async def heartbeats(
     conn: AsyncConnection, window: Window, cache: HeartbeatCache | None = None
-) -> dict[str, Any]:
+) -> str:
     """Every job's buckets in the window, jobs in list order; `[]` for a job with none.
 
     One statement. With a `cache`, it reads only the buckets after the settled slots
-    the cache holds for this width, and merges the two.
+    the cache holds for this width, and merges the two. The answer is the encoded JSON:
+    a day of buckets for a thousand jobs is megabytes, so each job's held buckets are
+    encoded once per window and reused.
     """
     held = cache.held(window) if cache is not None else None
     geometry = select(window.start().label("window_start"), func.now().label("now")).cte("geometry")
@@ -171,42 +199,43 @@ async def heartbeats(
     rows = (await conn.execute(query)).all()
     window_start: datetime = rows[0].window_start
     order: list[uuid.UUID] = []
-    fresh: dict[datetime, dict[uuid.UUID, Counts]] = {}
+    fresh: dict[datetime, dict[uuid.UUID, Bucket]] = {}
+    stamps: dict[datetime, str] = {}
     for row in rows:
         if row.id is None:
             continue
         if not order or order[-1] != row.id:
             order.append(row.id)
         if row.slot_start is not None:
-            counts = (int(row.total), int(row.completed), int(row.failed))
-            fresh.setdefault(row.slot_start, {})[row.id] = counts
-    merged = dict(fresh)
+            stamp = stamps.get(row.slot_start) or stamps.setdefault(
+                row.slot_start, utc_text(row.slot_start)
+            )
+            bucket = _heartbeat_bucket(stamp, int(row.total), int(row.completed), int(row.failed))
+            fresh.setdefault(row.slot_start, {})[row.id] = bucket
     read_from = window_start
+    settled: dict[uuid.UUID, str] = {}
     if held is not None and held.covers(window_start):
         # The statement read from `through` on (it made the same test, in SQL).
         read_from = max(window_start, held.through)
-        for slot_start, settled in held.slots.items():
-            if window_start <= slot_start < held.through:
-                merged[slot_start] = settled
+        settled = held.texts(window_start)
     if cache is not None:
         cache.remember(window, window_start, rows[0].now, fresh, read_from)
-    per_job: dict[uuid.UUID, list[dict[str, Any]]] = {job_id: [] for job_id in order}
-    for slot_start in sorted(merged):
-        for job_id, (total, completed, failed) in merged[slot_start].items():
-            buckets = per_job.get(job_id)
-            if buckets is not None:  # a job deleted since its slot was held is left out
-                buckets.append(_heartbeat_bucket(slot_start, total, completed, failed))
-    return {
-        **window.geometry(window_start),
-        "jobs": [{"job_id": job_id, "buckets": per_job[job_id]} for job_id in order],
-    }
+    recent: dict[uuid.UUID, list[Bucket]] = {}
+    for slot_start in sorted(fresh):
+        for job_id, bucket in fresh[slot_start].items():
+            recent.setdefault(job_id, []).append(bucket)
+    jobs_text = []
+    for job_id in order:  # jobs deleted since their slots were held are not listed
+        parts = [settled.get(job_id, ""), _bucket_list_text(recent.get(job_id, []))]
+        buckets = ",".join(part for part in parts if part)
+        jobs_text.append(f'{{"job_id":"{job_id}","buckets":[{buckets}]}}')
+    head = json.dumps(window.geometry(utc_text(window_start)), separators=COMPACT)
+    return f'{head[:-1]},"jobs":[{",".join(jobs_text)}]}}'
 
 
-def _heartbeat_bucket(
-    slot_start: datetime, total: int, completed: int, failed: int
-) -> dict[str, Any]:
+def _heartbeat_bucket(stamp: str, total: int, completed: int, failed: int) -> Bucket:
     return {
-        "bucket_start": slot_start,
+        "bucket_start": stamp,
         "total": total,
         "completed": completed,
         "failed": failed,

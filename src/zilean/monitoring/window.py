@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import ColumnElement, Float, cast, func, literal
@@ -65,6 +66,11 @@ class Window:
             "bucket_width_seconds": self.bucket_width_seconds,
             "slot_count": self.slot_count,
         }
+
+
+def utc_text(moment: datetime) -> str:
+    """A timestamp as the API writes it: `2026-11-29T12:00:00Z`."""
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def _since_seconds(raw: str | None) -> float:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi.responses import JSONResponse
 
 from zilean.api.access import require
 from zilean.auth.permissions import Permission
@@ -28,10 +29,10 @@ Buckets = Annotated[
 ]
 
 
-@router.get("/heartbeats", operation_id="list_job_heartbeats")
+@router.get("/heartbeats", operation_id="list_job_heartbeats", response_class=JSONResponse)
 async def list_heartbeats(
     request: Request, _: Reader, since: Since = None, buckets: Buckets = None
-) -> dict[str, Any]:
+) -> Response:
     """Every job's call counts per display slot, in one response (a job with none: `[]`).
 
     Slots are epoch-aligned; only slots with calls are listed, so draw the gaps from
@@ -39,7 +40,8 @@ async def list_heartbeats(
     """
     window = Window.from_query(since, buckets)
     async with request.app.state.engine.connect() as conn:
-        return await heartbeats(conn, window, request.app.state.heartbeat_cache)
+        body = await heartbeats(conn, window, request.app.state.heartbeat_cache)
+    return Response(body, media_type="application/json")  # already encoded
 
 
 @router.get("/{job_id}/activity", operation_id="get_job_activity")
