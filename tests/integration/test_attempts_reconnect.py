@@ -7,6 +7,8 @@ import base64
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -30,7 +32,13 @@ from zilean.db.engine import create_engine
 from zilean.db.urls import libpq_url
 from zilean.execution.attempt import AttemptRunner, QueuedAttempt
 from zilean.execution.enqueue import AttemptArgs
-from zilean.execution.recording import AttemptRecord, AttemptState, Ending, record_attempt
+from zilean.execution.recording import (
+    AttemptRecord,
+    AttemptState,
+    Continuation,
+    Ending,
+    record_attempt,
+)
 from zilean.jobkinds.http.call import new_client
 
 TERMINATE_OTHERS = (
@@ -152,3 +160,38 @@ async def test_recording_the_same_queue_job_twice_records_it_once(
     stored = await job_row(engine, job["id"])
     assert stored is not None
     assert (stored["invocations_total"], stored["invocations_failed"]) == (1, 1)
+
+
+async def test_a_repeated_recording_queues_its_continuation_once(
+    core_app: FastAPI, engine: AsyncEngine, cast: Cast
+) -> None:
+    with http_target() as target:
+        job = await http_job(core_app, cast.alice.session, target)
+    await run_now(core_app, cast.alice.session, job["id"])
+    [(queued, args)] = await queued_attempts(engine)
+    async with engine.connect() as conn:
+        now = (await conn.execute(text("SELECT now()"))).scalar_one()
+    record = AttemptRecord(
+        args=args,
+        queue_job_id=queued.queue_job_id,
+        state=AttemptState.FAILED,
+        scheduled_at=None,
+        attempted_at=now,
+        duration_ms=3,
+        error="boom",
+        last_call=None,
+    )
+    retry = Continuation("default", replace(args, attempt=2), delay_ms=250)
+    recorded = []
+    for _ in range(2):
+        async with engine.connect() as conn:
+            recorded.append(await record_attempt(conn, record, Ending(release=False), retry))
+            await conn.commit()
+    assert recorded[0] is not None
+    assert recorded[1] is None
+    async with engine.connect() as conn:
+        due = (await conn.execute(text("SELECT scheduled_at FROM procrastinate_jobs"))).scalar()
+    # Scheduled from the recording time, as Procrastinate's own defer would have queued it.
+    assert due - recorded[0] == timedelta(milliseconds=250)
+    [(_, next_args)] = await queued_attempts(engine)
+    assert (next_args.attempt, next_args.pool_index) == (2, args.pool_index)

@@ -39,9 +39,11 @@ from zilean.errors import DatabaseUnavailable
 from zilean.execution.callback import Callbacks, FailureReport
 from zilean.execution.enqueue import ATTEMPT_TASK, AttemptArgs, Trigger, enqueue_attempts
 from zilean.execution.loop import DEFAULT_LOOP_MAX_ITERATIONS, MAX_ITERATIONS_MESSAGE, decide_loop
+from zilean.execution.queues import queue_for
 from zilean.execution.recording import (
     AttemptRecord,
     AttemptState,
+    Continuation,
     Ending,
     LoadedJob,
     end_run,
@@ -326,17 +328,13 @@ class AttemptRunner:
         ends the run, so a database hiccup costs history, not the job's next run.
         """
 
+        continuation = None
+        if plan.continuation is not None:
+            continuation = Continuation(queue_for(job_type), plan.continuation, plan.delay_ms)
+
         async def write() -> None:
-            if plan.continuation is None:
-                async with self._autocommit.connect() as conn:
-                    await record_attempt(conn, record, ending)
-                return
-            async with self._engine.begin() as conn:
-                recorded_at = await record_attempt(conn, record, ending)
-                # None: the job was deleted meanwhile, or this attempt was already
-                # recorded (with its continuation) by an earlier try.
-                if recorded_at is not None:
-                    await self._queue(conn, plan, job_type, recorded_at)
+            async with self._autocommit.connect() as conn:  # one statement, whatever follows
+                await record_attempt(conn, record, ending, continuation)
 
         try:
             await once_more_if_disconnected(write)

@@ -32,6 +32,7 @@ from sqlalchemy import (
     cast,
     column,
     delete,
+    exists,
     func,
     literal,
     literal_column,
@@ -41,12 +42,12 @@ from sqlalchemy import (
     table,
     update,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB, insert
+from sqlalchemy.dialects.postgresql import ARRAY, INTERVAL, JSONB, insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.dml import Delete, Update
 
 from zilean.db.tables import global_variables, job_attempts, job_call_stats, scheduled_jobs
-from zilean.execution.enqueue import AttemptArgs, Trigger
+from zilean.execution.enqueue import ATTEMPT_TASK, AttemptArgs, Trigger
 from zilean.registry.groups import gated_clause
 from zilean.registry.kinds import OneOffAfterRun, OverlapPolicy
 from zilean.schedules import ScheduleType
@@ -76,6 +77,13 @@ _JOB_COLUMNS = (
 # Procrastinate writes a `deferred` event when a job is inserted; an attempt queued for
 # "as soon as possible" has no scheduled_at of its own, so that is when it was due.
 _queue_events = table("procrastinate_events", column("job_id"), column("type"), column("at"))
+_queue_jobs = table(
+    "procrastinate_jobs",
+    column("queue_name"),
+    column("task_name"),
+    column("args"),
+    column("scheduled_at"),
+)
 
 
 @dataclass(frozen=True)
@@ -251,6 +259,15 @@ class AttemptRecord:
 
 
 @dataclass(frozen=True)
+class Continuation:
+    """The queue job an attempt's loop or retry continues with, `delay_ms` after it."""
+
+    queue: str
+    args: AttemptArgs
+    delay_ms: int
+
+
+@dataclass(frozen=True)
 class Ending:
     """What the end of a run changes on the job row, beyond the counters.
 
@@ -283,8 +300,16 @@ def _history_types() -> list[tuple[str, Any]]:
 
 
 @cache
-def _record_statement(release: bool, one_off: OneOffAfterRun | None) -> Update | Delete:
-    """The recording statement for one kind of ending, built once (see `_record_params`)."""
+def _record_statement(
+    release: bool, one_off: OneOffAfterRun | None, continues: bool = False
+) -> Update | Delete:
+    """The recording statement for one kind of ending, built once (see `_record_params`).
+
+    With `continues`, the same statement also queues the continuation (the `next_*`
+    parameters), but only if it recorded the attempt: a repeated recording queues
+    nothing twice. Inserting into Procrastinate's table directly, as its defer function
+    does, keeps the whole step one statement and one round-trip.
+    """
     jobs = scheduled_jobs
     job_id = bindparam("job_id", type_=Uuid)
     if one_off is OneOffAfterRun.DELETE:
@@ -344,12 +369,29 @@ def _record_statement(release: bool, one_off: OneOffAfterRun | None) -> Update |
         "invocations_failed": jobs.c.invocations_failed + failed,
     }
     row_values.update(_ending_values(Ending(release=release, one_off=one_off)))
+    ctes = [history, stats]
+    if continues:
+        delay_ms = bindparam("next_delay_ms", type_=Integer)
+        delay = cast(func.concat(delay_ms, literal(" milliseconds")), INTERVAL)
+        ctes.append(
+            insert(_queue_jobs)
+            .from_select(
+                ["queue_name", "task_name", "args", "scheduled_at"],
+                select(
+                    bindparam("next_queue", type_=Text),
+                    literal(ATTEMPT_TASK),
+                    cast(bindparam("next_args", type_=Text), JSONB),
+                    func.now() + delay,
+                ).where(exists(select(history.c.job_id))),
+            )
+            .cte("queued")
+        )
     return (
         update(jobs)
         .where(jobs.c.id == job_id, jobs.c.id.in_(select(history.c.job_id)))
         .values(**row_values)
         .returning(func.now())
-        .add_cte(history, stats)
+        .add_cte(*ctes)
     )
 
 
@@ -389,18 +431,28 @@ def _ending_values(ending: Ending) -> dict[str, Any]:
 
 
 async def record_attempt(
-    conn: AsyncConnection, record: AttemptRecord, ending: Ending
+    conn: AsyncConnection,
+    record: AttemptRecord,
+    ending: Ending,
+    continuation: Continuation | None = None,
 ) -> datetime | None:
-    """Write the attempt's history row, stats bucket and counters, and apply `ending`.
+    """Write the attempt's history row, stats bucket and counters, apply `ending`, and
+    queue `continuation` (scheduled from the recording time).
 
-    One statement, idempotent per queue job. Return the database time it was recorded at
-    (the continuation is scheduled from it), or None when the job no longer exists or
-    this queue job's attempt was already recorded.
+    One statement, idempotent per queue job. Return the database time it was recorded at,
+    or None when the job no longer exists or this queue job's attempt was already
+    recorded (nothing is written or queued then).
     """
-    statement = _record_statement(ending.release, ending.one_off)
+    statement = _record_statement(ending.release, ending.one_off, continuation is not None)
     params = _record_params(record)
     if ending.one_off is OneOffAfterRun.DELETE:
         params = {"job_id": record.job_id}
+    if continuation is not None:
+        params |= {
+            "next_queue": continuation.queue,
+            "next_args": continuation.args.to_json(),
+            "next_delay_ms": continuation.delay_ms,
+        }
     recorded: datetime | None = (await conn.execute(statement, params)).scalar_one_or_none()
     return recorded
 
