@@ -5,9 +5,6 @@ from __future__ import annotations
 import base64
 import secrets
 
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-
 from zilean.config import KEY_BYTES
 
 SCRIPT_KEY_SALT = b"zilean-script-secrets-v1"
@@ -23,8 +20,12 @@ def derive_script_key(master_key: bytes) -> bytes:
     """Derive `SCRIPT_SECRETS_KEY` from the decoded master key (HKDF-SHA256).
 
     The derivation is deterministic, so rotating the master key means deriving
-    the script key again.
+    the script key again. (`cryptography` is imported here: every service process
+    imports this module through the CLI, and most never derive a key.)
     """
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
     hkdf = HKDF(
         algorithm=hashes.SHA256(), length=KEY_BYTES, salt=SCRIPT_KEY_SALT, info=SCRIPT_KEY_INFO
     )

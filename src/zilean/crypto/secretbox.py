@@ -2,16 +2,20 @@
 
 Binding each ciphertext to what it belongs to (for example `job-auth:<job id>`) means a
 ciphertext copied into another row does not decrypt there.
+
+The cipher (and the `cryptography` library, 6 MiB or more resident) is loaded on first
+use: a worker whose jobs hold no secrets never needs it.
 """
 
 from __future__ import annotations
 
 import os
-
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from typing import TYPE_CHECKING
 
 from zilean.errors import Conflict
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 VERSION = b"\x01"  # format marker, so a future key rotation can tell blobs apart
 NONCE_BYTES = 12
@@ -23,7 +27,18 @@ class SecretUnreadable(Conflict):
 
 class SecretBox:
     def __init__(self, key: bytes) -> None:
-        self._aead = AESGCM(key)
+        if len(key) != 32:
+            raise ValueError("a SecretBox key is 32 bytes")
+        self._key = key
+        self._cipher: AESGCM | None = None
+
+    @property
+    def _aead(self) -> AESGCM:
+        if self._cipher is None:
+            from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+            self._cipher = AESGCM(self._key)
+        return self._cipher
 
     def seal(self, plaintext: str, context: str) -> bytes:
         nonce = os.urandom(NONCE_BYTES)
@@ -34,6 +49,8 @@ class SecretBox:
         if not blob.startswith(VERSION) or len(blob) < 1 + NONCE_BYTES + 16:
             raise SecretUnreadable()
         nonce, sealed = blob[1 : 1 + NONCE_BYTES], blob[1 + NONCE_BYTES :]
+        from cryptography.exceptions import InvalidTag
+
         try:
             return self._aead.decrypt(nonce, sealed, context.encode("utf-8")).decode("utf-8")
         except (InvalidTag, UnicodeDecodeError):
