@@ -58,8 +58,10 @@ async def test_retries_back_off_exponentially_from_the_rows_settings(
         for earlier, later in itertools.pairwise(rows)
     ]
     assert all(gap >= delay for gap, delay in zip(gaps, delays, strict=True))
-    [bucket] = await stats(engine, job["id"])
-    assert (bucket["total"], bucket["completed"], bucket["failed"]) == (5, 0, 5)
+    # Five attempts over ~150 ms can straddle a minute boundary: sum the buckets.
+    buckets = await stats(engine, job["id"])
+    assert sum(b["total"] for b in buckets) == sum(b["failed"] for b in buckets) == 5
+    assert sum(b["completed"] for b in buckets) == 0
     row = await job_row(engine, job["id"])
     assert row is not None
     assert (row["invocations_total"], row["invocations_failed"]) == (5, 5)

@@ -53,7 +53,11 @@ async def runner_without_pre_ping(database_url: str) -> AsyncIterator[AttemptRun
     engine = create_engine(database_url, pool_size=2, max_overflow=2, pre_ping=False)
     try:
         async with new_client() as client:
-            yield AttemptRunner(engine, client, SecretBox(base64.b64decode(KEY)))
+            runner = AttemptRunner(engine, client, SecretBox(base64.b64decode(KEY)))
+            try:
+                yield runner
+            finally:
+                await runner.close()
     finally:
         await engine.dispose()
 

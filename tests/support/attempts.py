@@ -74,8 +74,11 @@ async def worker_for(
                 default_failure_url=on_failure_url,
             )
             register_attempt_task(app, runner)
-            async with app.open_async():
-                yield DrivenWorker(app, runner, engine)
+            try:
+                async with app.open_async():
+                    yield DrivenWorker(app, runner, engine)
+            finally:
+                await runner.close()
     finally:
         await engine.dispose()
 

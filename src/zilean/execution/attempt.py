@@ -24,20 +24,22 @@ import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import procrastinate
+import psycopg
+import psycopg_pool
 import structlog
 from procrastinate import JobContext
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, SQLAlchemyError
-from sqlalchemy.exc import TimeoutError as PoolTimeout
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from zilean.crypto.secretbox import SecretBox, SecretUnreadable
 from zilean.errors import DatabaseUnavailable
 from zilean.execution.callback import Callbacks, FailureReport
 from zilean.execution.enqueue import ATTEMPT_TASK, AttemptArgs, Trigger, enqueue_attempts
+from zilean.execution.hot_path import HotConnections
 from zilean.execution.loop import DEFAULT_LOOP_MAX_ITERATIONS, MAX_ITERATIONS_MESSAGE, decide_loop
 from zilean.execution.queues import queue_for
 from zilean.execution.recording import (
@@ -49,7 +51,7 @@ from zilean.execution.recording import (
     end_run,
     load_attempt,
     one_off_completion,
-    record_attempt,
+    record_attempt_hot,
 )
 from zilean.execution.retry import coalesced_budget, decide_retry
 from zilean.jobkinds.errors import CallError, PermanentCallError
@@ -110,29 +112,13 @@ class Plan:
         return self.continuation is None
 
 
-T = TypeVar("T")
-
-
-async def once_more_if_disconnected(operation: Callable[[], Awaitable[T]]) -> T:
-    """Run `operation`, and once more when it failed on a connection found dead.
-
-    The attempt engine skips the pool's pre-ping, which would double an attempt's
-    round-trips. A connection pooled before a Postgres restart then fails on first use;
-    SQLAlchemy invalidates the pool, so the second run gets a fresh connection. Both
-    attempt statements are safe to repeat: the read only stamps the member's lock, and
-    the recording is idempotent per queue job.
-    """
-    try:
-        return await operation()
-    except DBAPIError as exc:
-        if not exc.connection_invalidated:
-            raise
-        log.info("database connection was dead; retrying once", action="attempt.reconnect")
-        return await operation()
-
-
 class AttemptRunner:
-    """Runs attempts for one worker: one database engine, one HTTP client, one key."""
+    """Runs attempts for one worker: its database connections, one HTTP client, one key.
+
+    The two statements of every attempt go through `hot` (the worker's own psycopg pool,
+    `execution/hot_path.py`); `engine` serves only the rare paths (a recording that
+    failed, a cancelled attempt). Call `close` when done.
+    """
 
     def __init__(
         self,
@@ -141,10 +127,11 @@ class AttemptRunner:
         box: SecretBox,
         *,
         default_failure_url: str | None = None,
+        hot_pool_size: int = 10,
     ) -> None:
         self._engine = engine
-        # Single statements run without BEGIN/COMMIT: one round-trip each.
-        self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
+        database_url = engine.url.render_as_string(hide_password=False)
+        self.hot = HotConnections(database_url, max_size=hot_pool_size)
         self._client = client
         self._box = box
         self.callbacks = Callbacks(client, default_failure_url)
@@ -157,13 +144,9 @@ class AttemptRunner:
         """
         bound = log.bind(job_id=args.job_id, pool_index=args.pool_index, attempt=args.attempt)
 
-        async def load() -> LoadedJob | None:
-            async with self._autocommit.connect() as conn:
-                return await load_attempt(conn, args, queued.queue_job_id)
-
         try:
-            loaded = await once_more_if_disconnected(load)
-        except (OperationalError, InterfaceError, PoolTimeout) as exc:
+            loaded = await load_attempt(self.hot, args, queued.queue_job_id)
+        except (psycopg.OperationalError, psycopg.InterfaceError, psycopg_pool.PoolTimeout) as exc:
             raise DatabaseUnavailable("the attempt could not read its job") from exc
         if loaded is None or not loaded.runnable:
             bound.info("attempt skipped", action="attempt.skipped", reason=_skip_reason(loaded))
@@ -199,6 +182,9 @@ class AttemptRunner:
         if plan.terminal and plan.state is not AttemptState.SUCCEEDED:
             self._report_failure(loaded, args, call, error)
         return plan.state
+
+    async def close(self) -> None:
+        await self.hot.close()
 
     async def abandon(self, args: AttemptArgs) -> None:
         """Release the member's lock of an attempt that was cancelled mid-flight."""
@@ -332,14 +318,10 @@ class AttemptRunner:
         if plan.continuation is not None:
             continuation = Continuation(queue_for(job_type), plan.continuation, plan.delay_ms)
 
-        async def write() -> None:
-            async with self._autocommit.connect() as conn:  # one statement, whatever follows
-                await record_attempt(conn, record, ending, continuation)
-
         try:
-            await once_more_if_disconnected(write)
+            await record_attempt_hot(self.hot, record, ending, continuation)
             return
-        except SQLAlchemyError as exc:
+        except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
             log.error(
                 "recording the attempt failed",
                 action="attempt.record_failed",

@@ -48,6 +48,7 @@ from sqlalchemy.sql.dml import Delete, Update
 
 from zilean.db.tables import global_variables, job_attempts, job_call_stats, scheduled_jobs
 from zilean.execution.enqueue import ATTEMPT_TASK, AttemptArgs, Trigger
+from zilean.execution.hot_path import HotConnections, RawStatement
 from zilean.registry.groups import gated_clause
 from zilean.registry.kinds import OneOffAfterRun, OverlapPolicy
 from zilean.schedules import ScheduleType
@@ -203,8 +204,13 @@ def _load_statement() -> Any:
     )
 
 
+@cache
+def _hot_load_statement() -> RawStatement:
+    return RawStatement.of(_load_statement())
+
+
 async def load_attempt(
-    conn: AsyncConnection, args: AttemptArgs, queue_job_id: int | None
+    hot: HotConnections, args: AttemptArgs, queue_job_id: int | None
 ) -> LoadedJob | None:
     """Read everything one attempt needs in one statement; None when the job is gone.
 
@@ -217,7 +223,7 @@ async def load_attempt(
         "lock_path": [_lock_key(args.pool_index)],
         "queue_job_id": queue_job_id,
     }
-    row = (await conn.execute(_load_statement(), params)).mappings().first()
+    row = await hot.fetch_first(_hot_load_statement(), params)
     if row is None:
         return None
     return LoadedJob(
@@ -314,7 +320,7 @@ def _record_statement(
     job_id = bindparam("job_id", type_=Uuid)
     if one_off is OneOffAfterRun.DELETE:
         # The row's history goes with it (ON DELETE CASCADE), so there is nothing to add.
-        return delete(jobs).where(jobs.c.id == job_id).returning(func.now())
+        return delete(jobs).where(jobs.c.id == job_id).returning(func.now().label("recorded_at"))
     # The history insert selects from the job row, so a job deleted mid-attempt records
     # nothing; the stats and counters follow the history row.
     history = (
@@ -390,7 +396,7 @@ def _record_statement(
         update(jobs)
         .where(jobs.c.id == job_id, jobs.c.id.in_(select(history.c.job_id)))
         .values(**row_values)
-        .returning(func.now())
+        .returning(func.now().label("recorded_at"))
         .add_cte(*ctes)
     )
 
@@ -430,6 +436,23 @@ def _ending_values(ending: Ending) -> dict[str, Any]:
     return values
 
 
+def _recording(
+    record: AttemptRecord, ending: Ending, continuation: Continuation | None
+) -> tuple[tuple[bool, OneOffAfterRun | None, bool], dict[str, Any]]:
+    """Which recording statement applies (its variant) and its parameters."""
+    variant = (ending.release, ending.one_off, continuation is not None)
+    if ending.one_off is OneOffAfterRun.DELETE:
+        return variant, {"job_id": record.job_id}
+    params = _record_params(record)
+    if continuation is not None:
+        params |= {
+            "next_queue": continuation.queue,
+            "next_args": continuation.args.to_json(),
+            "next_delay_ms": continuation.delay_ms,
+        }
+    return variant, params
+
+
 async def record_attempt(
     conn: AsyncConnection,
     record: AttemptRecord,
@@ -441,20 +464,33 @@ async def record_attempt(
 
     One statement, idempotent per queue job. Return the database time it was recorded at,
     or None when the job no longer exists or this queue job's attempt was already
-    recorded (nothing is written or queued then).
+    recorded (nothing is written or queued then). The worker sends the same statement on
+    its own connections (`record_attempt_hot`); this form joins the caller's transaction.
     """
-    statement = _record_statement(ending.release, ending.one_off, continuation is not None)
-    params = _record_params(record)
-    if ending.one_off is OneOffAfterRun.DELETE:
-        params = {"job_id": record.job_id}
-    if continuation is not None:
-        params |= {
-            "next_queue": continuation.queue,
-            "next_args": continuation.args.to_json(),
-            "next_delay_ms": continuation.delay_ms,
-        }
-    recorded: datetime | None = (await conn.execute(statement, params)).scalar_one_or_none()
+    variant, params = _recording(record, ending, continuation)
+    recorded: datetime | None = (
+        await conn.execute(_record_statement(*variant), params)
+    ).scalar_one_or_none()
     return recorded
+
+
+@cache
+def _hot_record_statement(
+    release: bool, one_off: OneOffAfterRun | None, continues: bool
+) -> RawStatement:
+    return RawStatement.of(_record_statement(release, one_off, continues))
+
+
+async def record_attempt_hot(
+    hot: HotConnections,
+    record: AttemptRecord,
+    ending: Ending,
+    continuation: Continuation | None = None,
+) -> datetime | None:
+    """`record_attempt` on the worker's hot-path connections (autocommit)."""
+    variant, params = _recording(record, ending, continuation)
+    row = await hot.fetch_first(_hot_record_statement(*variant), params)
+    return None if row is None else row["recorded_at"]
 
 
 async def end_run(

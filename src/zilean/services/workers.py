@@ -130,8 +130,9 @@ async def _attempt_task(
     from zilean.jobkinds.http.call import new_client
 
     size = min(settings.max_concurrency, ENGINE_POOL)
-    # No pre-ping: the attempt path retries a statement once on a dead connection instead.
-    engine = create_engine(settings.database_url, pool_size=size, max_overflow=size, pre_ping=False)
+    # The attempts' own statements use the runner's psycopg pool (`hot_pool_size`); this
+    # engine only serves the rare paths (a failed recording's fallback, a cancellation).
+    engine = create_engine(settings.database_url, pool_size=1, max_overflow=2)
     # Attempts plus their failure callbacks share one connection pool.
     client = new_client(max_connections=2 * settings.max_concurrency)
     runner = AttemptRunner(
@@ -139,10 +140,12 @@ async def _attempt_task(
         client,
         SecretBox(settings.settings_encryption_key),
         default_failure_url=settings.on_failure_url,
+        hot_pool_size=2 * size,
     )
     try:
         yield lambda app: register_attempt_task(app, runner)
     finally:
         await runner.callbacks.settle()
+        await runner.close()
         await client.aclose()
         await engine.dispose()
