@@ -8,7 +8,6 @@ SQL: loading Alembic itself would cost each worker process several megabytes.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 import structlog
 from sqlalchemy import create_engine, text
@@ -18,6 +17,7 @@ from sqlalchemy.pool import NullPool
 
 from zilean.db.urls import redacted, sqlalchemy_url
 from zilean.errors import SchemaError
+from zilean.loops import wait_for_stop
 
 log = structlog.get_logger(__name__)
 
@@ -81,8 +81,7 @@ async def wait_for_schema(
         )
         if deadline is not None and loop.time() >= deadline:
             raise SchemaError(f"gave up waiting for the schema: {reason}")
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=interval)
+        await wait_for_stop(stop, interval)
         if stop.is_set():
             return False
     return True

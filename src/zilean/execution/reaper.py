@@ -23,7 +23,6 @@ runs; both outcomes are then recorded, and the attempt rows show it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import uuid
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -44,6 +43,7 @@ from zilean.execution.recording import (
     record_attempt,
 )
 from zilean.execution.retry import decide_retry
+from zilean.loops import wait_for_stop
 
 log = structlog.get_logger(__name__)
 
@@ -140,8 +140,7 @@ class StalledAttemptReaper:
                 log.warning("reaper pass failed", action="reaper.failed", error=repr(exc))
             except Exception:  # a bug must not end reaping for the rest of the term
                 log.exception("reaper pass crashed", action="reaper.crashed")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=interval)
+            await wait_for_stop(stop, interval)
 
     async def _reap(self, conn: AsyncConnection, queue_job_id: int) -> bool:
         claimed = (await conn.execute(_CLAIM, {"id": queue_job_id})).mappings().first()

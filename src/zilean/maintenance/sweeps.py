@@ -8,13 +8,13 @@ is logged and tried again on the next pass; it never stops the others.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 
 import structlog
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from zilean.audit.retention import sweep_once as sweep_audit
+from zilean.loops import wait_for_stop
 from zilean.maintenance.history import sweep_history
 from zilean.maintenance.metrics import sweep_samples
 from zilean.maintenance.queue_jobs import sweep_finished_queue_jobs
@@ -70,5 +70,4 @@ async def run_sweeps(engine: AsyncEngine, stop: asyncio.Event) -> None:
     """Sweep at start-up and then daily until `stop` is set."""
     while not stop.is_set():
         await sweep_all(engine)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=SWEEP_INTERVAL)
+        await wait_for_stop(stop, SWEEP_INTERVAL)

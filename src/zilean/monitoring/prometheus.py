@@ -9,7 +9,6 @@ Labels are bounded: service, job type, outcome, queue and state, never a job id.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from zilean.config import Service
 from zilean.db.tables import scheduled_jobs
 from zilean.execution.queues import JOB_TYPE_QUEUES, UNROUTED_QUEUE, Queue
+from zilean.loops import every
 from zilean.monitoring.samples import SERVICES, latest_sample
 
 log = structlog.get_logger(__name__)
@@ -117,17 +117,13 @@ class MetricsExporter(Collector):
 
     async def run(self, stop: asyncio.Event, *, interval: float = REFRESH_INTERVAL) -> None:
         """Refresh now and every `interval` seconds; a failed refresh keeps the old snapshot."""
-        while not stop.is_set():
-            try:
-                await self.refresh()
-            except Exception as exc:
-                log.warning(
-                    "could not refresh the Prometheus snapshot",
-                    action="prometheus.refresh_failed",
-                    error=type(exc).__name__,
-                )
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=interval)
+        await every(
+            interval,
+            stop,
+            self.refresh,
+            failure="could not refresh the Prometheus snapshot",
+            action="prometheus.refresh_failed",
+        )
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from zilean.config import Service
 from zilean.db.tables import worker_metrics
+from zilean.loops import every
 
 log = structlog.get_logger(__name__)
 
@@ -90,18 +91,18 @@ async def run_sampling(
 ) -> None:
     """Write a sample now and every `interval` seconds until `stop` is set."""
     sampler = ProcessSampler()
-    while not stop.is_set():
-        try:
-            await record_sample(engine, service, sampler.sample())
-        except Exception as exc:
-            log.warning(
-                "could not record a metrics sample",
-                action="metrics.sample_failed",
-                service=str(service),
-                error=type(exc).__name__,
-            )
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=interval)
+
+    async def step() -> None:
+        await record_sample(engine, service, sampler.sample())
+
+    await every(
+        interval,
+        stop,
+        step,
+        failure="could not record a metrics sample",
+        action="metrics.sample_failed",
+        service=str(service),
+    )
 
 
 @asynccontextmanager

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import socket
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from zilean.config import ScriptWorkerSettings
 from zilean.db.tables import script_worker_status
 from zilean.execution.queues import RUNTIME_QUEUES
 from zilean.jobkinds.script.host import sandbox_enforced, volumes_root_mounted
+from zilean.loops import every
 
 log = structlog.get_logger(__name__)
 
@@ -84,17 +84,17 @@ async def run_status_reports(
         sandbox_enforced=checks.sandbox_enforced,
         volumes_root_mounted=checks.volumes_root_mounted,
     )
-    while not stop.is_set():
-        try:
-            await report_status(engine, queue, checks)
-        except Exception as exc:
-            log.warning(
-                "could not report script worker status",
-                action="script_worker.report_failed",
-                error=type(exc).__name__,
-            )
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=interval)
+
+    async def step() -> None:
+        await report_status(engine, queue, checks)
+
+    await every(
+        interval,
+        stop,
+        step,
+        failure="could not report script worker status",
+        action="script_worker.report_failed",
+    )
 
 
 async def worker_statuses(conn: AsyncConnection) -> list[dict[str, Any]]:

@@ -17,6 +17,7 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from zilean.execution.reaper import REAP_INTERVAL, StalledAttemptReaper
+from zilean.loops import wait_for_stop
 from zilean.scheduler.leader import LEADER_RETRY_INTERVAL, Leadership, LeadershipLost
 from zilean.scheduler.reconciler import TARGETED_RECONCILE_LIMIT, Scheduler
 
@@ -74,7 +75,7 @@ class SchedulerService:
                     delay = self._lost_leader_backoff if lost else 0.0
                 else:
                     delay = self._retry_interval
-                await _wait(stop, delay)
+                await wait_for_stop(stop, delay)
         finally:
             await self.leadership.release()
 
@@ -142,7 +143,7 @@ class SchedulerService:
             except Exception:
                 log.exception("scheduler reconcile failed", action="scheduler.reconcile_failed")
                 next_full = 0.0  # notifications may have been consumed: re-read everything
-                await _wait(stop, STEP_FAILURE_DELAY)
+                await wait_for_stop(stop, STEP_FAILURE_DELAY)
                 continue
             # Fire in batches, yielding between them, until nothing more is due now. Edits
             # notified meanwhile wait for the backlog; the claim refuses stale entries.
@@ -166,13 +167,6 @@ class SchedulerService:
             await scheduler.reconcile_once()
         else:
             await scheduler.reconcile_once(job_ids=job_ids)
-
-
-async def _wait(stop: asyncio.Event, seconds: float) -> None:
-    if seconds <= 0:
-        return
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), timeout=seconds)
 
 
 async def _wait_any(
