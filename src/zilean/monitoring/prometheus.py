@@ -14,7 +14,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import structlog
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -26,8 +25,6 @@ from zilean.db.tables import scheduled_jobs
 from zilean.execution.queues import JOB_TYPE_QUEUES, UNROUTED_QUEUE, Queue
 from zilean.loops import every
 from zilean.monitoring.samples import SERVICES, latest_sample
-
-log = structlog.get_logger(__name__)
 
 REFRESH_INTERVAL = 60.0  # seconds
 QUEUE_STATES = ("todo", "doing")  # waiting and running: the depth an operator alerts on

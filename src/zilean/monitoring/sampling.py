@@ -18,15 +18,12 @@ from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass
 
 import psutil
-import structlog
 from sqlalchemy import insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from zilean.config import Service
 from zilean.db.tables import worker_metrics
 from zilean.loops import every
-
-log = structlog.get_logger(__name__)
 
 SAMPLE_INTERVAL = 60.0  # seconds
 
