@@ -31,6 +31,38 @@ BUMP = """
             END IF;"""
 
 
+def _notify_functions(prelude: str) -> None:
+    """(Re)define revision 0005's two trigger functions, each starting with `prelude`."""
+    op.execute(
+        f"""
+        CREATE OR REPLACE FUNCTION zilean_notify_job_row() RETURNS trigger
+        LANGUAGE plpgsql AS $$
+        BEGIN
+            {prelude}
+            IF TG_OP = 'DELETE' THEN
+                PERFORM pg_notify('{CHANNEL}', OLD.id::text);
+            ELSE
+                PERFORM pg_notify('{CHANNEL}', NEW.id::text);
+            END IF;
+            RETURN NULL;
+        END
+        $$
+        """
+    )
+    op.execute(
+        f"""
+        CREATE OR REPLACE FUNCTION zilean_notify_jobs_all() RETURNS trigger
+        LANGUAGE plpgsql AS $$
+        BEGIN
+            {prelude}
+            PERFORM pg_notify('{CHANNEL}', '');
+            RETURN NULL;
+        END
+        $$
+        """
+    )
+
+
 def upgrade() -> None:
     op.create_table(
         "registry_version",
@@ -40,61 +72,9 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name=op.f("pk_registry_version")),
     )
     op.execute("INSERT INTO registry_version (id, version) VALUES (1, 0)")
-    op.execute(
-        f"""
-        CREATE OR REPLACE FUNCTION zilean_notify_job_row() RETURNS trigger
-        LANGUAGE plpgsql AS $$
-        BEGIN
-            {BUMP}
-            IF TG_OP = 'DELETE' THEN
-                PERFORM pg_notify('{CHANNEL}', OLD.id::text);
-            ELSE
-                PERFORM pg_notify('{CHANNEL}', NEW.id::text);
-            END IF;
-            RETURN NULL;
-        END
-        $$
-        """
-    )
-    op.execute(
-        f"""
-        CREATE OR REPLACE FUNCTION zilean_notify_jobs_all() RETURNS trigger
-        LANGUAGE plpgsql AS $$
-        BEGIN
-            {BUMP}
-            PERFORM pg_notify('{CHANNEL}', '');
-            RETURN NULL;
-        END
-        $$
-        """
-    )
+    _notify_functions(BUMP)
 
 
 def downgrade() -> None:
-    op.execute(
-        f"""
-        CREATE OR REPLACE FUNCTION zilean_notify_job_row() RETURNS trigger
-        LANGUAGE plpgsql AS $$
-        BEGIN
-            IF TG_OP = 'DELETE' THEN
-                PERFORM pg_notify('{CHANNEL}', OLD.id::text);
-            ELSE
-                PERFORM pg_notify('{CHANNEL}', NEW.id::text);
-            END IF;
-            RETURN NULL;
-        END
-        $$
-        """
-    )
-    op.execute(
-        f"""
-        CREATE OR REPLACE FUNCTION zilean_notify_jobs_all() RETURNS trigger
-        LANGUAGE plpgsql AS $$
-        BEGIN
-            PERFORM pg_notify('{CHANNEL}', '');
-            RETURN NULL;
-        END
-        $$
-        """
-    )
+    _notify_functions("")  # revision 0005's bodies
     op.drop_table("registry_version")
