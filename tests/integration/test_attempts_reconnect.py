@@ -133,9 +133,10 @@ async def http_job_at(app: FastAPI, session: str, base_url: str) -> dict[str, An
     return await create(app, session, url=f"{base_url}/work", retry_max_attempts=1)
 
 
-async def test_recording_the_same_queue_job_twice_records_it_once(
+async def a_failed_attempt(
     core_app: FastAPI, engine: AsyncEngine, cast: Cast
-) -> None:
+) -> tuple[dict[str, Any], AttemptRecord]:
+    """A job queued by run-now, taken off the queue, and a failed record of its attempt."""
     with http_target() as target:
         job = await http_job(core_app, cast.alice.session, target)
     await run_now(core_app, cast.alice.session, job["id"])
@@ -152,6 +153,13 @@ async def test_recording_the_same_queue_job_twice_records_it_once(
         error="boom",
         last_call=None,
     )
+    return job, record
+
+
+async def test_recording_the_same_queue_job_twice_records_it_once(
+    core_app: FastAPI, engine: AsyncEngine, cast: Cast
+) -> None:
+    job, record = await a_failed_attempt(core_app, engine, cast)
     async with engine.begin() as conn:
         first = await record_attempt(conn, record, Ending(release=True))
     async with engine.begin() as conn:
@@ -169,33 +177,21 @@ async def test_recording_the_same_queue_job_twice_records_it_once(
 async def test_a_repeated_recording_queues_its_continuation_once(
     core_app: FastAPI, engine: AsyncEngine, cast: Cast
 ) -> None:
-    with http_target() as target:
-        job = await http_job(core_app, cast.alice.session, target)
-    await run_now(core_app, cast.alice.session, job["id"])
-    [(queued, args)] = await queued_attempts(engine)
-    async with engine.connect() as conn:
-        now = (await conn.execute(text("SELECT now()"))).scalar_one()
-    record = AttemptRecord(
-        args=args,
-        queue_job_id=queued.queue_job_id,
-        state=AttemptState.FAILED,
-        scheduled_at=None,
-        attempted_at=now,
-        duration_ms=3,
-        error="boom",
-        last_call=None,
-    )
+    _, record = await a_failed_attempt(core_app, engine, cast)
+    args = record.args
     retry = Continuation("default", replace(args, attempt=2), delay_ms=250)
     recorded = []
     for _ in range(2):
         async with engine.connect() as conn:
             recorded.append(await record_attempt(conn, record, Ending(release=False), retry))
             await conn.commit()
-    assert recorded[0] is not None
-    assert recorded[1] is None
+    first, second = recorded
+    assert first is not None
+    assert second is None
     async with engine.connect() as conn:
         due = (await conn.execute(text("SELECT scheduled_at FROM procrastinate_jobs"))).scalar()
     # Scheduled from the recording time, as Procrastinate's own defer would have queued it.
-    assert due - recorded[0] == timedelta(milliseconds=250)
+    assert due is not None
+    assert due - first == timedelta(milliseconds=250)
     [(_, next_args)] = await queued_attempts(engine)
     assert (next_args.attempt, next_args.pool_index) == (2, args.pool_index)

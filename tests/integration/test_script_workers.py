@@ -227,6 +227,12 @@ async def test_status_lists_each_reporting_queue_and_marks_silence_stale(
 # --- real workers ------------------------------------------------------------------------
 
 
+def script_worker_environment(database_url: str, **extra: str) -> dict[str, str]:
+    """What a script worker needs: the database and the script key derived from KEY."""
+    script_key = encode_key(derive_script_key(base64.b64decode(KEY)))
+    return base_environment(DATABASE_URL=database_url, SCRIPT_SECRETS_KEY=script_key, **extra)
+
+
 async def wait_for_json(
     worker: RunningProcess,
     client: httpx.AsyncClient,
@@ -258,11 +264,8 @@ async def test_a_running_bash_worker_reports_its_checks_and_samples_itself(
     real_bwrap()
     volumes = tmp_path / "volumes"
     volumes.mkdir()
-    env = base_environment(
-        DATABASE_URL=database_url,
-        SCRIPT_SECRETS_KEY=encode_key(derive_script_key(base64.b64decode(KEY))),
-        SCRIPT_VOLUMES_ROOT=str(volumes),
-        SCRIPT_SANDBOX_ENABLED="1",
+    env = script_worker_environment(
+        database_url, SCRIPT_VOLUMES_ROOT=str(volumes), SCRIPT_SANDBOX_ENABLED="1"
     )
     with spawn_cli(["script-worker", "--runtime", "bash"], env) as worker:
         pid = worker.process.pid
@@ -337,10 +340,7 @@ async def test_a_running_http_worker_samples_itself_under_worker(
 async def test_one_process_can_run_several_runtimes_each_reporting_on_its_own(
     core_app: FastAPI, database_url: str, cast: Cast
 ) -> None:
-    env = base_environment(
-        DATABASE_URL=database_url,
-        SCRIPT_SECRETS_KEY=encode_key(derive_script_key(base64.b64decode(KEY))),
-    )
+    env = script_worker_environment(database_url)
     argv = ["script-worker", "--runtime", "bash", "--runtime", "python"]
     with spawn_cli(argv, env) as worker:
         pid = worker.process.pid
