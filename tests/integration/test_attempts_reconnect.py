@@ -1,4 +1,4 @@
-"""The attempt path without the pool's pre-ping: dead connections are retried once, and
+"""The attempt path checks no connection before use: a dead one is retried once, and
 recording is idempotent per queue job, so a repeated write records nothing twice."""
 
 from __future__ import annotations
@@ -48,9 +48,9 @@ TERMINATE_OTHERS = (
 
 
 @asynccontextmanager
-async def runner_without_pre_ping(database_url: str) -> AsyncIterator[AttemptRunner]:
-    """The HTTP worker's attempt runner, on an engine configured as the worker's is."""
-    engine = create_engine(database_url, pool_size=2, max_overflow=2, pre_ping=False)
+async def a_runner(database_url: str) -> AsyncIterator[AttemptRunner]:
+    """The HTTP worker's attempt runner; its two statements use its own pool."""
+    engine = create_engine(database_url, pool_size=2, max_overflow=2)
     try:
         async with new_client() as client:
             runner = AttemptRunner(engine, client, SecretBox(base64.b64decode(KEY)))
@@ -85,7 +85,7 @@ async def test_a_connection_killed_between_attempts_is_replaced_and_both_are_rec
 ) -> None:  # fmt: skip
     with http_target() as target:
         job = await http_job(core_app, cast.alice.session, target)
-        async with runner_without_pre_ping(database_url) as runner:
+        async with a_runner(database_url) as runner:
             await run_now(core_app, cast.alice.session, job["id"])
             [(queued, args)] = await queued_attempts(engine)
             assert await runner.run(queued, args) is AttemptState.SUCCEEDED
@@ -113,7 +113,7 @@ async def test_a_connection_killed_during_the_call_still_records_the_attempt_onc
     app = Starlette(routes=[Route("/{path:path}", kill_then_answer)])
     with live_server(app) as base_url:
         job = await http_job_at(core_app, cast.alice.session, base_url)
-        async with runner_without_pre_ping(database_url) as runner:
+        async with a_runner(database_url) as runner:
             await run_now(core_app, cast.alice.session, job["id"])
             [(queued, args)] = await queued_attempts(engine)
             with caplog.at_level(logging.INFO):
