@@ -3,9 +3,10 @@
 `load_attempt` is one statement: the job row, whether its group chain is disabled, the
 global variables it references, and the overlap lock refresh (or release, when the job
 can no longer run). `record_attempt` writes the call-history row, the per-minute stats
-bucket, the lifetime counters and either the lock release or nothing (the caller queues
-the continuation in the same transaction). Both statements are built here and nowhere
-else, so the hot path's SQL can be read in one place.
+bucket, the lifetime counters, and either the lock release or the continuation's queue
+job. Both statements are built here and nowhere else, so the hot path's SQL can be read
+in one place; the worker sends them on its own connections (`record_attempt_hot`,
+`execution/hot_path.py`), the reaper within its own transaction (`record_attempt`).
 """
 
 from __future__ import annotations
@@ -119,10 +120,10 @@ def _lock_key(pool_index: int) -> str:
 
 @cache
 def _load_statement() -> Any:
-    """The attempt's read, built once: its values are the parameters of `_load_params`.
+    """The attempt's read, built once with bound parameters (`load_attempt` fills them).
 
-    Building a statement of this size costs about 2 ms of CPU; executing a prebuilt one
-    with new parameters reuses SQLAlchemy's compiled form.
+    Building a statement of this size costs about 2 ms of CPU, so it is built and
+    compiled once (`_hot_load_statement`) and only its parameters change.
     """
     jobs = scheduled_jobs
     job_id = bindparam("job_id", type_=Uuid)
