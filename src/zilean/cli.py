@@ -52,7 +52,7 @@ def _service(service: Service, runtime: ScriptRuntime | None = None) -> None:
     if isinstance(settings, WorkerSettings | ScriptWorkerSettings):
         from zilean.services.workers import run_worker
 
-        asyncio.run(run_worker(service, settings))
+        run_worker(service, settings)
     else:
         from zilean.services.http_services import run_http_service
 
@@ -101,7 +101,7 @@ def script_worker(args: argparse.Namespace) -> None:
             services.append((runtime.service, settings))
         from zilean.services.workers import run_workers
 
-        asyncio.run(run_workers(services))
+        run_workers(services)
 
     _run("script-worker", body)
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from typing import Any
+
+import psycopg
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from zilean.db.urls import sqlalchemy_url
 
@@ -21,3 +24,15 @@ def create_engine(database_url: str, *, pool_size: int = 5, max_overflow: int = 
         # Timestamps leave the database in UTC whatever the server's TimeZone setting.
         connect_args={"options": "-c timezone=UTC"},
     )
+
+
+async def driver_connection(conn: AsyncConnection) -> psycopg.AsyncConnection[Any]:
+    """The psycopg connection under `conn`, in the same transaction.
+
+    For statements written for psycopg (the queue engine's), run inside a transaction
+    that SQLAlchemy owns.
+    """
+    raw = await conn.get_raw_connection()
+    driver = raw.driver_connection
+    assert isinstance(driver, psycopg.AsyncConnection)
+    return driver

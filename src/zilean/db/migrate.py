@@ -74,7 +74,8 @@ def _check_known(connection: Connection, current: str | None) -> None:
         text(
             "SELECT count(*) FROM information_schema.tables "
             "WHERE table_schema = current_schema() "
-            "AND (table_name IN ('users', 'app_settings') OR table_name LIKE 'procrastinate_%')"
+            "AND (table_name IN ('users', 'app_settings', 'pgqueuer') "
+            "OR table_name LIKE 'procrastinate_%')"
         )
     ).scalar_one()
     if leftovers:

@@ -1,4 +1,4 @@
-"""The typed definitions of Zilean's own tables (Procrastinate owns its `procrastinate_*`).
+"""The typed definitions of Zilean's own tables (the queue engine's are in `queue_engine/`).
 
 Alembic revisions create these tables; `tests/integration/test_schema.py` checks that the
 migrated database matches this metadata exactly.
@@ -284,7 +284,7 @@ job_attempts = Table(
 )
 Index("ix_job_attempts_job_id_id", job_attempts.c.job_id, job_attempts.c.id.desc())
 Index("ix_job_attempts_attempted_at", job_attempts.c.attempted_at)
-# One attempt per queue job: recording is idempotent (a retried write, the reaper).
+# One attempt per queue job: its start marker, and the recording that finishes it.
 Index(
     "ux_job_attempts_queue_job_id",
     job_attempts.c.queue_job_id,

@@ -1,18 +1,24 @@
-"""One attempt of an HTTP job: the queue job's payload in, one recorded outcome out.
+"""One attempt of an HTTP job: a queue job in, one recorded outcome out.
 
-The hot path is two statements around the call (see `recording.py`):
-1. read the row, its gate, its variables, and refresh the member's overlap lock;
+The hot path is two statements around the call (`recording.py`):
+1. read the row, its gate, its variables and this queue job's history; refresh the
+   member's overlap lock and write the start marker;
 2. send the request, bounded by `exec_timeout_ms`;
 3. record the attempt, its stats and counters, and either queue what follows (the next
    loop iteration, or the retry) or end the run (release the lock, complete a one-off).
 
-Guarantees: Procrastinate sees every attempt that reached the database as finished, since
-loop and retry are fresh queue inserts made here; a failed recording never changes the
-decision, and a second transaction still queues the continuation or releases the lock.
-Only a first statement that cannot reach the database raises, so Procrastinate re-runs
-the queue job (nothing was sent yet). Non-guarantee: a worker killed mid-attempt leaves
-its lock and its queue job in `doing` until core's stalled-attempt reaper
-(`reaper.py`) records it as lost and retries or ends the run.
+Guarantees:
+- A recorded attempt's call is never made again: a queue job delivered again after its
+  attempt was recorded only finishes.
+- An attempt that started and was never recorded (its worker died, or could not write)
+  is recorded as `LOST_ERROR` when its queue job is delivered again, and the job's retry
+  policy decides what follows, as for any failure. Its call may or may not have reached
+  the target: delivery is at least once, and the history says so.
+- The retry and loop decision never depends on whether recording worked: a recording
+  that fails is retried for `RECORD_PATIENCE`, then the queue job is handed back for
+  redelivery (which records it lost), so the run always goes on or ends.
+- Every terminal failure, lost and interrupted attempts included, sends the failure
+  callback once, after it is recorded.
 """
 
 from __future__ import annotations
@@ -20,27 +26,21 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
-import httpx
-import procrastinate
 import psycopg
-import psycopg_pool
 import structlog
-from procrastinate import JobContext
-from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from zilean.crypto.contexts import secret_context
 from zilean.crypto.secretbox import SecretBox, SecretUnreadable
 from zilean.errors import DatabaseUnavailable
 from zilean.execution.callback import Callbacks, FailureReport
-from zilean.execution.enqueue import ATTEMPT_TASK, AttemptArgs, Trigger, enqueue_attempts
 from zilean.execution.hot_path import HotConnections
 from zilean.execution.loop import DEFAULT_LOOP_MAX_ITERATIONS, MAX_ITERATIONS_MESSAGE, decide_loop
+from zilean.execution.payload import AttemptArgs, Trigger
 from zilean.execution.queues import queue_for
 from zilean.execution.recording import (
     AttemptRecord,
@@ -48,10 +48,9 @@ from zilean.execution.recording import (
     Continuation,
     Ending,
     LoadedJob,
-    end_run,
     load_attempt,
     one_off_completion,
-    record_attempt_hot,
+    record_attempt,
 )
 from zilean.execution.retry import coalesced_budget, decide_retry
 from zilean.jobkinds.errors import CallError, PermanentCallError
@@ -59,19 +58,24 @@ from zilean.jobkinds.http.call import CallOutcome, last_call, perform, status_er
 from zilean.jobkinds.http.request import HttpRequestSpec, build_request, open_auth_secret
 from zilean.jobkinds.http.template import references
 from zilean.jobkinds.redaction import redact
+from zilean.queue_engine.consumer import Delivery, Handler, RetryLater
 from zilean.registry.kinds import JobType
-from zilean.registry.variables import secret_context
+
+if TYPE_CHECKING:
+    import aiohttp
 
 log = structlog.get_logger(__name__)
 
-# When the first statement cannot reach the database, Procrastinate re-runs the queue job
-# (nothing was sent yet) after 4, 8, 16 and 32 seconds, then gives up.
-DATABASE_RETRY = procrastinate.RetryStrategy(
-    max_attempts=5, exponential_wait=2, retry_exceptions={DatabaseUnavailable}
-)
+LOST_ERROR = "worker lost; outcome unknown"
+INTERRUPTED_ERROR = "worker stopped before the attempt finished; outcome unknown"
+ABANDONED_ERROR = "attempt outlived the worker's safety net and was abandoned; outcome unknown"
 # The longest exec_timeout_ms (30 min) plus 5 minutes: the last resort for an attempt that
 # somehow outlives its own timeout.
 ATTEMPT_SAFETY_NET = 35 * 60.0  # seconds
+RECORD_PATIENCE = 60.0  # seconds a failing recording is retried before handing back
+RECORD_BACKOFF_MAX = 1.0  # seconds between recording retries, at most
+DATABASE_RETRY_MAX = 30.0  # seconds: the longest wait before a load that failed is retried
+REDELIVER_AFTER = 1.0  # seconds before an unrecorded attempt's queue job comes back
 
 # Reasons `decide_retry` gives for a failure that must not be retried by design.
 _CANCELLING_REASONS = frozenset({"permanent", "retry_disabled"})
@@ -81,8 +85,8 @@ _CANCELLING_REASONS = frozenset({"permanent", "retry_disabled"})
 class QueuedAttempt:
     """What the queue knows about the attempt: its queue job id and when it was due."""
 
-    queue_job_id: int | None
-    scheduled_at: datetime | None
+    queue_job_id: int
+    due_at: datetime | None
 
 
 @dataclass(frozen=True)
@@ -112,55 +116,122 @@ class Plan:
         return self.continuation is None
 
 
-class AttemptRunner:
-    """Runs attempts for one worker: its database connections, one HTTP client, one key.
+class NotRecorded(Exception):
+    """The attempt ran but its outcome could not be written within `RECORD_PATIENCE`."""
 
-    The two statements of every attempt go through `hot` (the worker's own psycopg pool,
-    `execution/hot_path.py`); `engine` serves only the rare paths (a recording that
-    failed, a cancelled attempt). Call `close` when done.
+
+@dataclass
+class _Running:
+    """An attempt between its start marker and its recording."""
+
+    queued: QueuedAttempt
+    args: AttemptArgs
+    loaded: LoadedJob
+
+
+class AttemptRunner:
+    """Runs attempts for one worker: its connections, one HTTP session, one key.
+
+    Call `close` when done.
     """
 
     def __init__(
         self,
-        engine: AsyncEngine,
-        client: httpx.AsyncClient,
+        database_url: str,
+        client: aiohttp.ClientSession,
         box: SecretBox,
         *,
         default_failure_url: str | None = None,
         hot_pool_size: int = 10,
+        record_patience: float = RECORD_PATIENCE,
     ) -> None:
-        self._engine = engine
-        database_url = engine.url.render_as_string(hide_password=False)
         self.hot = HotConnections(database_url, max_size=hot_pool_size)
         self._client = client
         self._box = box
+        self._record_patience = record_patience
+        self._running: dict[int, _Running] = {}
         self.callbacks = Callbacks(client, default_failure_url)
 
     async def run(self, queued: QueuedAttempt, args: AttemptArgs) -> AttemptState | None:
         """Run one attempt to its recorded end; return its state, or None when skipped.
 
-        A job that is gone, disabled or gated is skipped: nothing is sent or recorded, and
-        the member's lock was already released by the first statement.
+        A job that is gone, disabled or gated is skipped: nothing is sent or recorded,
+        and the member's lock was already released by the first statement. Raise
+        `DatabaseUnavailable` when the job cannot be read (nothing was sent), and
+        `NotRecorded` when the outcome could not be written.
         """
         bound = log.bind(job_id=args.job_id, pool_index=args.pool_index, attempt=args.attempt)
-
         try:
-            loaded = await load_attempt(self.hot, args, queued.queue_job_id)
-        except (psycopg.OperationalError, psycopg.InterfaceError, psycopg_pool.PoolTimeout) as exc:
+            loaded = await load_attempt(self.hot, args, queued.queue_job_id, queued.due_at)
+        except psycopg.OperationalError as exc:
             raise DatabaseUnavailable("the attempt could not read its job") from exc
-        if loaded is None or not loaded.runnable:
-            bound.info("attempt skipped", action="attempt.skipped", reason=_skip_reason(loaded))
+        if loaded is None:
+            bound.info("attempt skipped", action="attempt.skipped", reason="job deleted")
             return None
+        if loaded.prior is not None and loaded.prior.finished:
+            bound.info(
+                "queue job delivered again after its attempt was recorded; nothing to do",
+                action="attempt.redelivered",
+                queue_job_id=queued.queue_job_id,
+            )
+            return None
+        if loaded.prior is AttemptState.RUNNING:
+            lost = CallResult(None, None, CallError(LOST_ERROR), None)
+            bound.warning(
+                "attempt started but was never recorded; recording it as lost",
+                action="attempt.lost",
+                queue_job_id=queued.queue_job_id,
+            )
+            return await self._finish(_Running(queued, args, loaded), lost)
+        if not loaded.started:
+            reason = _skip_reason(loaded) if not loaded.runnable else "running elsewhere"
+            bound.info("attempt skipped", action="attempt.skipped", reason=reason)
+            return None
+        running = self._running[queued.queue_job_id] = _Running(queued, args, loaded)
+        try:
+            call = await self._call(loaded, args)
+            state = await self._finish(running, call)
+        except asyncio.CancelledError:
+            raise  # left in `_running`: whoever cancelled it records it (`interrupt`)
+        except BaseException:
+            self._running.pop(queued.queue_job_id, None)
+            raise
+        self._running.pop(queued.queue_job_id, None)
+        return state
 
-        call = await self._call(loaded, args)
+    async def interrupt(self, queue_job_ids: list[int], error: str) -> None:
+        """Record the running attempts of these queue jobs as failed with `error`.
+
+        For a worker that must stop before they finish (the soft stop ran out, or the
+        safety net): each is recorded, and its retry policy applied, as if it had failed
+        with an unknown outcome. An attempt that finishes meanwhile keeps its own record.
+        """
+        for queue_job_id in queue_job_ids:
+            running = self._running.pop(queue_job_id, None)
+            if running is None:
+                continue
+            try:
+                await self._finish(running, CallResult(None, None, CallError(error), None))
+            except NotRecorded:
+                log.error(
+                    "an interrupted attempt could not be recorded; it is recorded as lost "
+                    "when its queue job is delivered again",
+                    action="attempt.interrupt_unrecorded",
+                    queue_job_id=queue_job_id,
+                )
+
+    async def close(self) -> None:
+        await self.hot.close()
+
+    async def _finish(self, running: _Running, call: CallResult) -> AttemptState:
+        """Decide what follows `call`, record it, log it, and send the failure callback."""
+        loaded, args = running.loaded, running.args
         plan = self._decide(loaded, args, call)
         error = None if call.error is None else redact(call.error.message, call.secrets)
         record = AttemptRecord(
             args=args,
-            queue_job_id=queued.queue_job_id,
+            queue_job_id=running.queued.queue_job_id,
             state=plan.state,
-            scheduled_at=queued.scheduled_at or loaded.deferred_at,
-            attempted_at=loaded.now,
             duration_ms=call.duration_ms,
             error=error,
             last_call=self._last_call(call),
@@ -169,35 +240,29 @@ class AttemptRunner:
             release=plan.terminal,
             one_off=one_off_completion(loaded.row, args.trigger) if plan.terminal else None,
         )
-        await self._record(record, plan, ending, str(loaded.row["job_type"]))
-        bound.info(
+        continuation = None
+        if plan.continuation is not None:
+            job_type = str(loaded.row["job_type"])
+            continuation = Continuation(queue_for(job_type), plan.continuation, plan.delay_ms)
+        written = await self._record(record, ending, continuation)
+        log.info(
             "attempt finished",
             action=f"attempt.{plan.state}",
+            job_id=args.job_id,
+            pool_index=args.pool_index,
+            attempt=args.attempt,
             loop_iteration=args.loop_iteration,
             duration_ms=call.duration_ms,
             status_code=self._status_code(call),
             next="end" if plan.terminal else "continue",
             delay_ms=plan.delay_ms,
         )
-        if plan.terminal and plan.state is not AttemptState.SUCCEEDED:
+        if written is None:
+            raise NotRecorded()
+        # Not written (but no error): it was recorded already, by `interrupt` or before.
+        if written and plan.terminal and plan.state is not AttemptState.SUCCEEDED:
             self._report_failure(loaded, args, call, error)
         return plan.state
-
-    async def close(self) -> None:
-        await self.hot.close()
-
-    async def abandon(self, args: AttemptArgs) -> None:
-        """Release the member's lock of an attempt that was cancelled mid-flight."""
-        try:
-            async with self._engine.begin() as conn:
-                await end_run(
-                    conn,
-                    uuid.UUID(args.job_id),
-                    args.pool_index,
-                    Ending(release=True, one_off=None),
-                )
-        except SQLAlchemyError:
-            log.exception("could not release an abandoned attempt's lock", job_id=args.job_id)
 
     async def _call(self, loaded: LoadedJob, args: AttemptArgs) -> CallResult:
         row = loaded.row
@@ -306,52 +371,38 @@ class AttemptRunner:
         return Plan(AttemptState.CANCELLED if cancelled else AttemptState.FAILED)
 
     async def _record(
-        self, record: AttemptRecord, plan: Plan, ending: Ending, job_type: str
-    ) -> None:
-        """Record the attempt and queue what follows; never raise.
+        self, record: AttemptRecord, ending: Ending, continuation: Continuation | None
+    ) -> bool | None:
+        """Record the attempt and queue what follows: True when this wrote it, False when
+        it was recorded already, None when it could not be written.
 
-        When the recording fails, a second transaction still queues the continuation or
-        ends the run, so a database hiccup costs history, not the job's next run.
+        A database hiccup is retried for `record_patience`; only then is it given up,
+        so that the queue job is delivered again and recorded as lost.
         """
-
-        continuation = None
-        if plan.continuation is not None:
-            continuation = Continuation(queue_for(job_type), plan.continuation, plan.delay_ms)
-
-        try:
-            await record_attempt_hot(self.hot, record, ending, continuation)
-            return
-        except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
-            log.error(
-                "recording the attempt failed",
-                action="attempt.record_failed",
-                job_id=record.args.job_id,
-                error=type(exc).__name__,
-            )
-        try:
-            async with self._engine.begin() as conn:
-                if plan.continuation is None:
-                    await end_run(conn, record.job_id, record.args.pool_index, ending)
-                else:
-                    await self._queue(conn, plan, job_type, datetime.now(UTC))
-        except SQLAlchemyError as exc:
-            log.error(
-                "the run could not be continued or ended; its lock waits for the stale timeout",
-                action="attempt.salvage_failed",
-                job_id=record.args.job_id,
-                error=type(exc).__name__,
-            )
-
-    @staticmethod
-    async def _queue(conn: AsyncConnection, plan: Plan, job_type: str, now: datetime) -> None:
-        assert plan.continuation is not None
-        await enqueue_attempts(
-            conn,
-            job_id=uuid.UUID(plan.continuation.job_id),
-            job_type=job_type,
-            members=[plan.continuation],
-            scheduled_at=now + timedelta(milliseconds=plan.delay_ms),
-        )
+        loop = asyncio.get_running_loop()
+        give_up_at = loop.time() + self._record_patience
+        wait = 0.1
+        while True:
+            try:
+                recorded_at = await record_attempt(self.hot, record, ending, continuation)
+                return recorded_at is not None
+            except psycopg.Error as exc:
+                if loop.time() + wait > give_up_at:
+                    log.error(
+                        "recording the attempt failed; its queue job will be delivered again",
+                        action="attempt.record_failed",
+                        job_id=record.args.job_id,
+                        error=type(exc).__name__,
+                    )
+                    return None
+                log.warning(
+                    "recording the attempt failed; retrying",
+                    action="attempt.record_retry",
+                    job_id=record.args.job_id,
+                    error=type(exc).__name__,
+                )
+            await asyncio.sleep(wait)
+            wait = min(wait * 2, RECORD_BACKOFF_MAX)
 
     @staticmethod
     def _last_call(call: CallResult) -> dict[str, Any] | None:
@@ -387,9 +438,7 @@ class AttemptRunner:
         self.callbacks.send(url, report)
 
 
-def _skip_reason(loaded: LoadedJob | None) -> str:
-    if loaded is None:
-        return "job deleted"
+def _skip_reason(loaded: LoadedJob) -> str:
     return "job disabled" if not loaded.row["enabled"] else "group disabled"
 
 
@@ -397,18 +446,33 @@ def _elapsed_ms(started: float) -> int:
     return round((time.monotonic() - started) * 1000)
 
 
-def register_attempt_task(app: procrastinate.App, runner: AttemptRunner) -> None:
-    """Register the attempt task on `app`; every attempt it receives goes to `runner`."""
+def attempt_handler(runner: AttemptRunner) -> Handler:
+    """The queue handler for HTTP attempts: every delivery goes to `runner`."""
 
-    @app.task(name=ATTEMPT_TASK, pass_context=True, retry=DATABASE_RETRY)
-    async def run_attempt(context: JobContext, /, **args: Any) -> None:
-        job = context.job
-        attempt = AttemptArgs.from_args(args)
-        await run_with_safety_net(
-            runner.run(QueuedAttempt(job.id, job.scheduled_at), attempt),
-            ATTEMPT_SAFETY_NET,
-            on_abandon=lambda: runner.abandon(attempt),
-        )
+    async def handle(delivery: Delivery) -> None:
+        args = AttemptArgs.from_payload(delivery.payload)
+        queued = QueuedAttempt(delivery.queue_job_id, delivery.due_at)
+        try:
+            await run_with_safety_net(
+                runner.run(queued, args),
+                ATTEMPT_SAFETY_NET,
+                on_abandon=lambda: runner.interrupt([delivery.queue_job_id], ABANDONED_ERROR),
+            )
+        except AttemptAbandoned:
+            return  # recorded as failed by `on_abandon`, or lost on redelivery
+        except DatabaseUnavailable as exc:
+            # Nothing was sent: try again later, for as long as the database is away.
+            delay = min(2.0**delivery.retries, DATABASE_RETRY_MAX)
+            raise RetryLater(delay, str(exc)) from None
+        except NotRecorded:
+            raise RetryLater(REDELIVER_AFTER, "the attempt's outcome was not recorded") from None
+
+    return handle
+
+
+async def interrupt_overrun(runner: AttemptRunner, deliveries: list[Delivery]) -> None:
+    """The consumer's overrun handler: record every attempt still running as interrupted."""
+    await runner.interrupt([delivery.queue_job_id for delivery in deliveries], INTERRUPTED_ERROR)
 
 
 async def run_with_safety_net(
@@ -418,8 +482,8 @@ async def run_with_safety_net(
     on_abandon: Callable[[], Awaitable[None]],
 ) -> None:
     """Run an attempt, but never longer than `seconds`: past that it is cancelled and
-    abandoned (its member's lock released), and AttemptAbandoned is raised so the queue job
-    ends as failed. Only an attempt stuck outside its own `exec_timeout_ms` gets here."""
+    abandoned (`on_abandon` records it), and AttemptAbandoned is raised. Only an attempt
+    stuck outside its own `exec_timeout_ms` gets here."""
     try:
         async with asyncio.timeout(seconds):
             await attempt

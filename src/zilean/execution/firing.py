@@ -19,7 +19,8 @@ from sqlalchemy import func, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from zilean.db.tables import scheduled_jobs
-from zilean.execution.enqueue import AttemptArgs, Trigger, enqueue_many
+from zilean.execution.enqueue import enqueue_many
+from zilean.execution.payload import AttemptArgs, Trigger
 from zilean.execution.retry import coalesced_budget
 
 LOCK_STALE = timedelta(hours=1)

@@ -1,125 +1,111 @@
-"""The attempt's two statements, on a psycopg pool of the worker's own.
+"""The connections an attempt's two statements run on: a small pool of the worker's own.
 
-An attempt reads its job and records its outcome: two statements, hundreds of times a
-second in one process. Through SQLAlchemy's async engine and pool each cost about
-0.85 ms of worker time against 0.45 ms sent straight to psycopg, most of the worker's
-overhead over a bare queue task (docs/performance.md). So the same Core constructs are
-compiled once (`RawStatement`) and sent on autocommit connections of this pool.
+An attempt reads its job and records its outcome, hundreds of times a second in one
+process, so the statements go straight to psycopg (no SQLAlchemy: the HTTP worker never
+loads it) on autocommit connections, each statement one round-trip. psycopg prepares a
+statement on a connection after its fifth use, so the server plans each once.
 
-No connection is checked before use (that would be a round-trip per statement). A
-statement that fails because its connection turns out dead is sent once more after the
-pool drops its dead connections; both statements are safe to repeat (the read only
-stamps the member's lock; the recording is idempotent per queue job).
+No connection is checked before use (that would be a round-trip per statement), and a
+connection is opened on demand, never by a background retry loop that could back off
+for seconds after an outage. A statement whose connection turns out dead, or that
+outlives `STATEMENT_TIMEOUT` on a half-open one (`db/deadline.py`), is sent once more on
+a fresh connection; both statements are safe to repeat (the read stamps the member's
+lock and inserts the start marker only once; the recording is idempotent per queue job).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-from dataclasses import dataclass
+import contextlib
 from typing import Any
 
 import psycopg
-import psycopg_pool
 import structlog
 from psycopg.rows import dict_row
-from sqlalchemy import JSON
-from sqlalchemy.dialects.postgresql.psycopg import PGDialectAsync_psycopg
-from sqlalchemy.sql import ClauseElement
-from sqlalchemy.sql.compiler import SQLCompiler
 
-from zilean.db.engine import POOL_TIMEOUT
+from zilean.db.deadline import deadline
 from zilean.db.urls import libpq_url
 
 log = structlog.get_logger(__name__)
 
-_DIALECT = PGDialectAsync_psycopg()  # type: ignore[no-untyped-call]
-
-
-@dataclass(frozen=True)
-class RawStatement:
-    """A Core construct compiled once for psycopg, with its own literal values."""
-
-    sql: str
-    constants: dict[str, Any]
-    json_params: frozenset[str]  # parameters sent as JSON text
-
-    @classmethod
-    def of(cls, statement: ClauseElement) -> RawStatement:
-        compiled = statement.compile(dialect=_DIALECT)
-        assert isinstance(compiled, SQLCompiler)
-        names = compiled.bind_names  # bind -> its name in the SQL text
-        return cls(
-            sql=str(compiled),
-            constants={names[b]: b.effective_value for b in names if not b.required},
-            json_params=frozenset(
-                names[b] for b in names if b.required and isinstance(b.type, JSON)
-            ),
-        )
-
-    def values(self, params: dict[str, Any]) -> dict[str, Any]:
-        values = dict(self.constants)
-        for name, value in params.items():
-            json_value = name in self.json_params and value is not None
-            values[name] = json.dumps(value) if json_value else value
-        return values
+STATEMENT_TIMEOUT = 5.0  # seconds; both statements normally take about a millisecond
+CONNECT_TIMEOUT = 5  # seconds (libpq takes whole seconds)
 
 
 class HotConnections:
-    """The worker's pool for the attempt statements; opened on first use."""
+    """Up to `max_size` autocommit connections, opened when first needed."""
 
-    def __init__(self, database_url: str, *, max_size: int) -> None:
-        self._pool = psycopg_pool.AsyncConnectionPool(
-            libpq_url(database_url),
-            min_size=1,
-            max_size=max_size,
-            timeout=POOL_TIMEOUT,
-            open=False,
-            # Timestamps leave the database in UTC, as from the SQLAlchemy engine.
-            kwargs={"autocommit": True, "options": "-c timezone=UTC"},
-        )
-        self._opened = False
-        self._opening = asyncio.Lock()
+    def __init__(
+        self,
+        database_url: str,
+        *,
+        max_size: int,
+        statement_timeout: float = STATEMENT_TIMEOUT,
+        application_name: str = "zilean-worker",
+    ) -> None:
+        self._conninfo = libpq_url(database_url)
+        self._slots = asyncio.Semaphore(max_size)
+        self._idle: list[psycopg.AsyncConnection[Any]] = []
+        self._statement_timeout = statement_timeout
+        self._application_name = application_name
         self.statements_sent = 0  # for tests: the hot path's own round-trips
 
+    async def fetch_first(self, sql: str, params: dict[str, Any]) -> dict[str, Any] | None:
+        """Send `sql`; return its first row. Once more on a fresh connection if it died.
+
+        Raise `psycopg.OperationalError` when the database cannot be reached.
+        """
+        async with self._slots:
+            for last_try in (False, True):
+                conn = self._idle.pop() if self._idle else await self._connect()
+                try:
+                    with deadline(conn, self._statement_timeout) as guard:
+                        cursor = conn.cursor(row_factory=dict_row)
+                        self.statements_sent += 1
+                        await cursor.execute(sql, params)
+                        row = await cursor.fetchone()
+                except psycopg.OperationalError as exc:
+                    if not (conn.broken or conn.closed):
+                        self._idle.append(conn)  # the statement failed, not the connection
+                        raise
+                    await _discard(conn)
+                    for stale in self._idle:  # they likely died with it (a restart)
+                        await _discard(stale)
+                    self._idle.clear()
+                    if last_try:
+                        raise
+                    log.info(
+                        "database connection was dead; retrying once",
+                        action="attempt.reconnect",
+                        error="statement timed out" if guard.expired else type(exc).__name__,
+                    )
+                    continue
+                except BaseException:
+                    if conn.broken or conn.closed:
+                        await _discard(conn)
+                    else:
+                        self._idle.append(conn)
+                    raise
+                self._idle.append(conn)
+                return row
+        raise AssertionError("unreachable")
+
     async def close(self) -> None:
-        if self._opened:
-            await self._pool.close()
+        for conn in self._idle:
+            await _discard(conn)
+        self._idle.clear()
 
-    async def fetch_first(
-        self, statement: RawStatement, params: dict[str, Any]
-    ) -> dict[str, Any] | None:
-        """Send `statement`; return its first row. Once more if the connection was dead."""
-        if not self._opened:
-            async with self._opening:
-                if not self._opened:
-                    await self._pool.open(wait=False)
-                    self._opened = True
-        values = statement.values(params)
-        try:
-            return await self._send(statement.sql, values)
-        except _DeadConnection:
-            log.info("database connection was dead; retrying once", action="attempt.reconnect")
-            await self._pool.check()  # drop every dead idle connection
-        try:
-            return await self._send(statement.sql, values)
-        except _DeadConnection as dead:
-            raise dead.error from None
-
-    async def _send(self, sql: str, values: dict[str, Any]) -> dict[str, Any] | None:
-        async with self._pool.connection() as conn:
-            try:
-                async with conn.cursor(row_factory=dict_row) as cursor:
-                    self.statements_sent += 1
-                    await cursor.execute(sql, values)
-                    return await cursor.fetchone()
-            except psycopg.OperationalError as exc:
-                if conn.broken or conn.closed:
-                    raise _DeadConnection(exc) from exc
-                raise
+    async def _connect(self) -> psycopg.AsyncConnection[Any]:
+        return await psycopg.AsyncConnection.connect(
+            self._conninfo,
+            autocommit=True,
+            connect_timeout=CONNECT_TIMEOUT,
+            application_name=self._application_name,
+            # Timestamps leave the database in UTC, as from the services' SQLAlchemy engine.
+            options="-c timezone=UTC",
+        )
 
 
-class _DeadConnection(Exception):
-    def __init__(self, error: psycopg.OperationalError) -> None:
-        super().__init__(str(error))
-        self.error = error
+async def _discard(conn: psycopg.AsyncConnection[Any]) -> None:
+    with contextlib.suppress(psycopg.Error, OSError):
+        await conn.close()

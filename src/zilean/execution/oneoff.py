@@ -14,8 +14,8 @@ from sqlalchemy import func, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from zilean.db.tables import scheduled_jobs
-from zilean.execution.enqueue import Trigger
 from zilean.execution.firing import Firing, fire
+from zilean.execution.payload import Trigger
 from zilean.schedules import ScheduleType
 
 

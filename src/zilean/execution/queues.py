@@ -1,20 +1,15 @@
 """The queues, and which service consumes which.
 
 Queue subscription is the isolation boundary: each worker consumes exactly one
-queue and the sets are disjoint, so a Groovy job can never run in the Node worker.
+queue and the sets are disjoint, so a Groovy job can never run in the Node worker. A
+queue is a PgQueuer entrypoint (`queue_engine/`): a worker registers only its own.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
-
-import procrastinate
-import psycopg
 
 from zilean.config import ScriptRuntime, Service
-from zilean.db.engine import POOL_TIMEOUT
-from zilean.db.urls import libpq_url
 
 
 class Queue(StrEnum):
@@ -56,25 +51,3 @@ SERVICE_QUEUES: dict[Service, frozenset[Queue]] = {
     Service.WORKER: frozenset({Queue.DEFAULT}),
     **{runtime.service: frozenset({queue}) for runtime, queue in RUNTIME_QUEUES.items()},
 }
-
-
-async def _autocommit(connection: psycopg.AsyncConnection[Any]) -> None:
-    await connection.set_autocommit(True)
-
-
-def create_queue_app(database_url: str, *, max_connections: int = 10) -> procrastinate.App:
-    """Return a Procrastinate app bound to our database, with a short pool timeout.
-
-    The short timeout turns a stalled pool (after a Postgres restart) into an error
-    the worker's supervisor can handle, instead of a silent hang. Connections are in
-    autocommit: every query Procrastinate sends is one statement (a function call), so
-    psycopg's implicit BEGIN and COMMIT were two extra round-trips per fetch and finish.
-    """
-    connector = procrastinate.PsycopgConnector(
-        conninfo=libpq_url(database_url),
-        min_size=1,
-        max_size=max_connections,
-        timeout=POOL_TIMEOUT,
-        configure=_autocommit,
-    )
-    return procrastinate.App(connector=connector)

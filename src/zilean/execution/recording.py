@@ -1,12 +1,22 @@
 """The attempt's two statements: reading what it needs, and recording what it did.
 
-`load_attempt` is one statement: the job row, whether its group chain is disabled, the
-global variables it references, and the overlap lock refresh (or release, when the job
-can no longer run). `record_attempt` writes the call-history row, the per-minute stats
-bucket, the lifetime counters, and either the lock release or the continuation's queue
-job. Both statements are built here and nowhere else, so the hot path's SQL can be read
-in one place; the worker sends them on its own connections (`record_attempt_hot`,
-`execution/hot_path.py`), the reaper within its own transaction (`record_attempt`).
+Both are written out here as SQL, so the hot path can be read in one place, and sent
+on the worker's own connections (`hot_path.py`), one round-trip each.
+
+`LOAD` reads the job row, whether its group chain is disabled, the global variables it
+references, and what the call history already knows of this queue job; in the same
+statement it refreshes (or releases) the member's overlap lock and writes the attempt's
+start marker, a `running` history row. The marker is how a queue job delivered again
+(the engine re-picks a job whose worker stopped heart-beating) is recognised:
+
+- no history row: it never started, so it runs normally;
+- a `running` row: it started and its outcome was never written, so its call may have
+  gone out; it is recorded as lost and the job's retry policy decides what follows;
+- a finished row: it was recorded (and what follows was queued); nothing is done.
+
+`record_sql` finishes the `running` row, adds the per-minute stats bucket and the
+lifetime counters, and either queues the continuation or ends the run. It changes only
+a `running` row, so it is idempotent per queue job: a repeat records and queues nothing.
 """
 
 from __future__ import annotations
@@ -18,52 +28,28 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from functools import cache
-from itertools import chain
 from typing import Any
 
-from sqlalchemy import (
-    BigInteger,
-    Integer,
-    RowMapping,
-    Text,
-    Uuid,
-    and_,
-    bindparam,
-    case,
-    cast,
-    column,
-    delete,
-    exists,
-    func,
-    literal,
-    literal_column,
-    not_,
-    or_,
-    select,
-    table,
-    update,
-)
-from sqlalchemy.dialects.postgresql import ARRAY, INTERVAL, JSONB, insert
-from sqlalchemy.ext.asyncio import AsyncConnection
-from sqlalchemy.sql.dml import Delete, Update
+from psycopg.types.json import Jsonb
 
-from zilean.db.tables import global_variables, job_attempts, job_call_stats, scheduled_jobs
-from zilean.execution.enqueue import ATTEMPT_TASK, AttemptArgs, Trigger
-from zilean.execution.hot_path import HotConnections, RawStatement
-from zilean.registry.groups import gated_clause
-from zilean.registry.kinds import OneOffAfterRun, OverlapPolicy
+from zilean.execution.hot_path import HotConnections
+from zilean.execution.payload import AttemptArgs, Trigger
+from zilean.queue_engine.statements import CONTINUATION_CTES
+from zilean.registry.kinds import OneOffAfterRun
 from zilean.schedules import ScheduleType
-
-MAX_CALLS_LIMIT = 100
-DEFAULT_CALLS_LIMIT = 20
 
 
 class AttemptState(StrEnum):
-    """How one attempt ended, as the call history shows it."""
+    """An attempt's state, as the call history shows it."""
 
+    RUNNING = "running"  # started; its outcome is not recorded yet
     SUCCEEDED = "succeeded"  # a 2xx response (a looping job may continue)
     FAILED = "failed"  # a failure; retried while the attempt budget lasts
     CANCELLED = "cancelled"  # can never succeed as configured, or retries are off
+
+    @property
+    def finished(self) -> bool:
+        return self is not AttemptState.RUNNING
 
 
 # The columns an attempt reads: what it sends, and the settings its decisions use.
@@ -76,16 +62,69 @@ _JOB_COLUMNS = (
     "retry_multiplier", "retry_max_delay_ms", "retry_max_attempts", "on_failure_url",
 )  # fmt: skip
 
-# Procrastinate writes a `deferred` event when a job is inserted; an attempt queued for
-# "as soon as possible" has no scheduled_at of its own, so that is when it was due.
-_queue_events = table("procrastinate_events", column("job_id"), column("type"), column("at"))
-_queue_jobs = table(
-    "procrastinate_jobs",
-    column("queue_name"),
-    column("task_name"),
-    column("args"),
-    column("scheduled_at"),
+# The column list is the constant above, not input: S608 does not apply.
+LOAD = f"""
+WITH prior AS (
+    SELECT state FROM job_attempts WHERE queue_job_id = %(queue_job_id)s
+),
+gate AS (
+    SELECT job.enabled AND NOT disabled.gated AS runnable, disabled.gated
+      FROM scheduled_jobs job
+     CROSS JOIN LATERAL (
+         SELECT EXISTS (
+             SELECT 1 FROM disabled_groups grp
+              WHERE grp.group_name = job.group_name
+                 OR starts_with(job.group_name, grp.group_name || '/')
+         ) AS gated
+     ) disabled
+     WHERE job.id = %(job_id)s
+),
+-- A runnable skip job stamps its member's lock, so a long loop never looks stale; a job
+-- that can no longer run gives the lock back. A queue job whose attempt was already
+-- recorded leaves the lock alone: its run has moved on.
+lock_refresh AS (
+    UPDATE scheduled_jobs job
+       SET running_since_by_pool = CASE
+               WHEN gate.runnable THEN jsonb_set(
+                   job.running_since_by_pool, ARRAY[%(lock_key)s::text], to_jsonb(now()))
+               ELSE job.running_since_by_pool - %(lock_key)s::text
+           END
+      FROM gate
+     WHERE job.id = %(job_id)s
+       AND (job.overlap_policy = 'skip' OR NOT gate.runnable)
+       AND NOT EXISTS (SELECT 1 FROM prior WHERE prior.state <> 'running')
+),
+-- The start marker, written before the call is made.
+started AS (
+    INSERT INTO job_attempts (job_id, queue_job_id, state, attempt, max_attempts, trigger,
+                              pool_index, loop_iteration, scheduled_at, attempted_at)
+    SELECT %(job_id)s, %(queue_job_id)s, 'running', %(attempt)s, %(max_attempts)s,
+           %(trigger)s, %(pool_index)s, %(loop_iteration)s, %(scheduled_at)s, now()
+      FROM gate
+     WHERE gate.runnable AND NOT EXISTS (SELECT 1 FROM prior)
+    ON CONFLICT (queue_job_id) WHERE queue_job_id IS NOT NULL DO NOTHING
+    RETURNING 1
 )
+SELECT {", ".join(f"job.{name}" for name in _JOB_COLUMNS)},
+       gate.gated,
+       now() AS now,
+       (SELECT state FROM prior) AS prior_state,
+       EXISTS (SELECT 1 FROM started) AS started,
+       -- The sealed auth secret may itself hold `{{{{name}}}}`: SQL cannot see inside
+       -- it, so a job with one loads every variable and the worker opens only those
+       -- it references.
+       (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                   'id', var.id, 'name', var.name, 'value', var.value,
+                   'is_secret', var.is_secret, 'sealed', encode(var.secret_value, 'base64'))),
+               '[]'::jsonb)
+          FROM global_variables var
+         WHERE job.auth_secret IS NOT NULL
+            OR concat_ws(' ', job.url, job.body, job.query_params::text, job.headers::text,
+                         job.auth_config::text) ~ ('\\{{\\{{\\s*' || var.name || '\\s*\\}}\\}}')
+       ) AS variables
+  FROM scheduled_jobs job, gate
+ WHERE job.id = %(job_id)s
+"""  # noqa: S608
 
 
 @dataclass(frozen=True)
@@ -106,8 +145,9 @@ class LoadedJob:
     row: Mapping[str, Any]
     gated: bool
     now: datetime  # the database clock when the attempt started
-    deferred_at: datetime | None
     variables: Sequence[StoredVariable]
+    prior: AttemptState | None  # what the history already held for this queue job
+    started: bool  # this delivery wrote the start marker: it may make the call
 
     @property
     def runnable(self) -> bool:
@@ -118,121 +158,39 @@ def _lock_key(pool_index: int) -> str:
     return str(pool_index)
 
 
-@cache
-def _load_statement() -> Any:
-    """The attempt's read, built once with bound parameters (`load_attempt` fills them).
-
-    Building a statement of this size costs about 2 ms of CPU, so it is built and
-    compiled once (`_hot_load_statement`) and only its parameters change.
-    """
-    jobs = scheduled_jobs
-    job_id = bindparam("job_id", type_=Uuid)
-    key = bindparam("lock_key", type_=Text)
-    queue_job_id = bindparam("queue_job_id", type_=BigInteger)
-    locks = jobs.c.running_since_by_pool
-    runnable = and_(jobs.c.enabled, not_(gated_clause(jobs.c.group_name)))
-    # A runnable skip job refreshes its member's lock, so a long loop never looks stale;
-    # a job that can no longer run gives the lock back at once, whatever its policy.
-    lock_refresh = (
-        update(jobs)
-        .where(jobs.c.id == job_id)
-        .where(or_(jobs.c.overlap_policy == str(OverlapPolicy.SKIP), not_(runnable)))
-        .values(
-            running_since_by_pool=case(
-                (
-                    runnable,
-                    func.jsonb_set(
-                        locks,
-                        bindparam("lock_path", type_=ARRAY(Text)),
-                        func.to_jsonb(func.now()),
-                        True,
-                    ),
-                ),
-                else_=locks.op("-")(key),
-            )
-        )
-        .returning(jobs.c.id)
-        .cte("lock_refresh")
-    )
-    variables = global_variables
-    texts = func.concat_ws(
-        " ",
-        jobs.c.url,
-        jobs.c.body,
-        cast(jobs.c.query_params, Text),
-        cast(jobs.c.headers, Text),
-        cast(jobs.c.auth_config, Text),
-    )
-    placeholder = literal(r"\{\{\s*") + variables.c.name + literal(r"\s*\}\}")
-    # The sealed auth secret may itself hold `{{name}}`: SQL cannot see inside it, so a
-    # job with one loads every variable and the worker opens only those it references.
-    referenced = or_(jobs.c.auth_secret.is_not(None), texts.regexp_match(placeholder))
-    shape = {
-        "id": variables.c.id,
-        "name": variables.c.name,
-        "value": variables.c.value,
-        "is_secret": variables.c.is_secret,
-        "sealed": func.encode(variables.c.secret_value, "base64"),
-    }
-    loaded_variables = (
-        select(
-            func.coalesce(
-                func.jsonb_agg(func.jsonb_build_object(*chain.from_iterable(shape.items()))),
-                cast(literal("[]"), JSONB),
-            )
-        )
-        .where(referenced)
-        .scalar_subquery()
-    )
-    deferred_at = (
-        select(func.min(_queue_events.c.at))
-        .where(
-            _queue_events.c.job_id == queue_job_id,
-            _queue_events.c.type == literal_column("'deferred'"),
-        )
-        .scalar_subquery()
-    )
-    return (
-        select(
-            *(jobs.c[name] for name in _JOB_COLUMNS),
-            gated_clause(jobs.c.group_name).label("gated"),
-            func.now().label("now"),
-            deferred_at.label("deferred_at"),
-            loaded_variables.label("variables"),
-        )
-        .where(jobs.c.id == job_id)
-        .add_cte(lock_refresh)
-    )
-
-
-@cache
-def _hot_load_statement() -> RawStatement:
-    return RawStatement.of(_load_statement())
-
-
 async def load_attempt(
-    hot: HotConnections, args: AttemptArgs, queue_job_id: int | None
+    hot: HotConnections, args: AttemptArgs, queue_job_id: int, due_at: datetime | None
 ) -> LoadedJob | None:
     """Read everything one attempt needs in one statement; None when the job is gone.
 
-    Side effect, in the same statement: a runnable `skip` job's lock for this pool member
-    is stamped with the current time; a disabled or gated job's lock is released.
+    Side effects, in the same statement: the member's lock is stamped (a runnable
+    `skip` job) or released (a job that can no longer run), and the start marker is
+    written when this queue job has no history row yet and the job can run.
     """
-    params = {
-        "job_id": uuid.UUID(args.job_id),
-        "lock_key": _lock_key(args.pool_index),
-        "lock_path": [_lock_key(args.pool_index)],
-        "queue_job_id": queue_job_id,
-    }
-    row = await hot.fetch_first(_hot_load_statement(), params)
+    row = await hot.fetch_first(
+        LOAD,
+        {
+            "job_id": uuid.UUID(args.job_id),
+            "queue_job_id": queue_job_id,
+            "lock_key": _lock_key(args.pool_index),
+            "attempt": args.attempt,
+            "max_attempts": args.max_attempts,
+            "trigger": args.trigger,
+            "pool_index": args.pool_index,
+            "loop_iteration": args.loop_iteration,
+            "scheduled_at": due_at,
+        },
+    )
     if row is None:
         return None
+    prior = row["prior_state"]
     return LoadedJob(
         row={name: row[name] for name in _JOB_COLUMNS},
         gated=bool(row["gated"]),
         now=row["now"],
-        deferred_at=row["deferred_at"],
         variables=[_variable(item) for item in row["variables"]],
+        prior=None if prior is None else AttemptState(prior),
+        started=bool(row["started"]),
     )
 
 
@@ -252,10 +210,8 @@ class AttemptRecord:
     """One finished attempt, ready to be written (every text field already redacted)."""
 
     args: AttemptArgs
-    queue_job_id: int | None
+    queue_job_id: int
     state: AttemptState
-    scheduled_at: datetime | None
-    attempted_at: datetime
     duration_ms: int | None
     error: str | None
     last_call: dict[str, Any] | None
@@ -295,250 +251,93 @@ def one_off_completion(row: Mapping[str, Any], trigger: str) -> OneOffAfterRun |
     return OneOffAfterRun.KEEP
 
 
-# The history row's columns, each bound as a parameter of the same name.
-_HISTORY_COLUMNS = (
-    "job_id", "queue_job_id", "state", "attempt", "max_attempts", "trigger", "pool_index",
-    "loop_iteration", "scheduled_at", "attempted_at", "duration_ms", "error", "last_call",
-)  # fmt: skip
-
-
-def _history_types() -> list[tuple[str, Any]]:
-    return [(name, job_attempts.c[name].type) for name in _HISTORY_COLUMNS]
+_RECORD = """
+WITH history AS (
+    UPDATE job_attempts
+       SET state = %(state)s, finalized_at = now(), duration_ms = %(duration_ms)s,
+           error = %(error)s, last_call = %(last_call)s
+     WHERE queue_job_id = %(queue_job_id)s AND state = 'running'
+    RETURNING job_id
+),
+stats AS (
+    INSERT INTO job_call_stats AS bucket
+           (job_id, bucket_start, total, completed, failed, duration_sum_ms, duration_max_ms)
+    SELECT job_id, date_trunc('minute', now()), 1, %(completed)s, %(failed)s,
+           %(duration)s, %(duration)s
+      FROM history
+    ON CONFLICT (job_id, bucket_start) DO UPDATE
+       SET total = bucket.total + excluded.total,
+           completed = bucket.completed + excluded.completed,
+           failed = bucket.failed + excluded.failed,
+           duration_sum_ms = bucket.duration_sum_ms + excluded.duration_sum_ms,
+           duration_max_ms = greatest(bucket.duration_max_ms, excluded.duration_max_ms)
+){continuation}
+UPDATE scheduled_jobs job
+   SET invocations_total = job.invocations_total + 1,
+       invocations_completed = job.invocations_completed + %(completed)s,
+       invocations_failed = job.invocations_failed + %(failed)s{ending}
+ WHERE job.id = %(job_id)s AND job.id IN (SELECT job_id FROM history)
+RETURNING now() AS recorded_at
+"""
+# A deleted one-off takes its history with it (ON DELETE CASCADE): nothing to add.
+_RECORD_DELETING = "DELETE FROM scheduled_jobs WHERE id = %(job_id)s RETURNING now() AS recorded_at"
 
 
 @cache
-def _record_statement(
-    release: bool, one_off: OneOffAfterRun | None, continues: bool = False
-) -> Update | Delete:
-    """The recording statement for one kind of ending, built once (see `_record_params`).
-
-    With `continues`, the same statement also queues the continuation (the `next_*`
-    parameters), but only if it recorded the attempt: a repeated recording queues
-    nothing twice. Inserting into Procrastinate's table directly, as its defer function
-    does, keeps the whole step one statement and one round-trip.
-    """
-    jobs = scheduled_jobs
-    job_id = bindparam("job_id", type_=Uuid)
+def record_sql(release: bool, one_off: OneOffAfterRun | None, continues: bool) -> str:
+    """The recording statement for one kind of ending (see the module docstring)."""
     if one_off is OneOffAfterRun.DELETE:
-        # The row's history goes with it (ON DELETE CASCADE), so there is nothing to add.
-        return delete(jobs).where(jobs.c.id == job_id).returning(func.now().label("recorded_at"))
-    # The history insert selects from the job row, so a job deleted mid-attempt records
-    # nothing; the stats and counters follow the history row.
-    history = (
-        insert(job_attempts)
-        .from_select(
-            [*_HISTORY_COLUMNS, "finalized_at"],
-            select(
-                *(
-                    cast(
-                        bindparam(name, type_=job_attempts.c[name].type), job_attempts.c[name].type
-                    )
-                    for name in _HISTORY_COLUMNS
-                ),
-                func.now(),
-            ).where(jobs.c.id == job_id),
-        )
-        # One history row per queue job: a repeated recording (a retry after a lost
-        # connection, or the reaper racing the worker) inserts nothing, and everything
-        # below selects from what this inserted, so it changes nothing either.
-        .on_conflict_do_nothing(
-            index_elements=[job_attempts.c.queue_job_id],
-            index_where=job_attempts.c.queue_job_id.isnot(None),
-        )
-        .returning(job_attempts.c.job_id)
-        .cte("history")
-    )
-    completed = bindparam("completed", type_=Integer)
-    failed = bindparam("failed", type_=Integer)
-    duration = bindparam("duration", type_=Integer)
-    bucket = func.date_trunc("minute", func.now())
-    stats_insert = insert(job_call_stats).from_select(
-        ["job_id", "bucket_start", "total", "completed", "failed", "duration_sum_ms",
-         "duration_max_ms"],
-        select(history.c.job_id, bucket, literal(1), completed, failed, duration, duration),
-    )  # fmt: skip
-    stats = stats_insert.on_conflict_do_update(
-        index_elements=[job_call_stats.c.job_id, job_call_stats.c.bucket_start],
-        set_={
-            "total": job_call_stats.c.total + stats_insert.excluded.total,
-            "completed": job_call_stats.c.completed + stats_insert.excluded.completed,
-            "failed": job_call_stats.c.failed + stats_insert.excluded.failed,
-            "duration_sum_ms": job_call_stats.c.duration_sum_ms
-            + stats_insert.excluded.duration_sum_ms,
-            "duration_max_ms": func.greatest(
-                job_call_stats.c.duration_max_ms, stats_insert.excluded.duration_max_ms
-            ),
-        },
-    ).cte("stats")
-    row_values: dict[str, Any] = {
-        "invocations_total": jobs.c.invocations_total + 1,
-        "invocations_completed": jobs.c.invocations_completed + completed,
-        "invocations_failed": jobs.c.invocations_failed + failed,
-    }
-    row_values.update(_ending_values(Ending(release=release, one_off=one_off)))
-    ctes = [history, stats]
-    if continues:
-        delay_ms = bindparam("next_delay_ms", type_=Integer)
-        delay = cast(func.concat(delay_ms, literal(" milliseconds")), INTERVAL)
-        ctes.append(
-            insert(_queue_jobs)
-            .from_select(
-                ["queue_name", "task_name", "args", "scheduled_at"],
-                select(
-                    bindparam("next_queue", type_=Text),
-                    literal(ATTEMPT_TASK),
-                    cast(bindparam("next_args", type_=Text), JSONB),
-                    func.now() + delay,
-                ).where(exists(select(history.c.job_id))),
-            )
-            .cte("queued")
-        )
-    return (
-        update(jobs)
-        .where(jobs.c.id == job_id, jobs.c.id.in_(select(history.c.job_id)))
-        .values(**row_values)
-        .returning(func.now().label("recorded_at"))
-        .add_cte(*ctes)
-    )
+        return _RECORD_DELETING
+    ending = ""
+    if release:
+        ending += ",\n       running_since_by_pool = job.running_since_by_pool - %(lock_key)s::text"
+    if one_off is OneOffAfterRun.KEEP:
+        ending += ",\n       enabled = false, updated_at = now()"
+    continuation = "," + CONTINUATION_CTES if continues else ""
+    return _RECORD.format(continuation=continuation, ending=ending)
 
 
-def _record_params(record: AttemptRecord) -> dict[str, Any]:
+def _record_params(record: AttemptRecord, continuation: Continuation | None) -> dict[str, Any]:
     succeeded = record.state is AttemptState.SUCCEEDED
-    args = record.args
-    return {
+    params: dict[str, Any] = {
         "job_id": record.job_id,
         "queue_job_id": record.queue_job_id,
         "state": str(record.state),
-        "attempt": args.attempt,
-        "max_attempts": args.max_attempts,
-        "trigger": args.trigger,
-        "pool_index": args.pool_index,
-        "loop_iteration": args.loop_iteration,
-        "scheduled_at": record.scheduled_at,
-        "attempted_at": record.attempted_at,
         "duration_ms": record.duration_ms,
         "error": record.error,
-        "last_call": record.last_call,
+        "last_call": None if record.last_call is None else Jsonb(record.last_call),
         "completed": int(succeeded),
         "failed": int(not succeeded),
         "duration": record.duration_ms or 0,
-        "lock_key": _lock_key(args.pool_index),
+        "lock_key": _lock_key(record.args.pool_index),
     }
-
-
-def _ending_values(ending: Ending) -> dict[str, Any]:
-    """The row changes an ending makes; the lock key is the `lock_key` parameter."""
-    values: dict[str, Any] = {}
-    if ending.release:
-        key = bindparam("lock_key", type_=Text)
-        values["running_since_by_pool"] = scheduled_jobs.c.running_since_by_pool.op("-")(key)
-    if ending.one_off is OneOffAfterRun.KEEP:
-        values.update(enabled=False, updated_at=func.now())
-    return values
-
-
-def _recording(
-    record: AttemptRecord, ending: Ending, continuation: Continuation | None
-) -> tuple[tuple[bool, OneOffAfterRun | None, bool], dict[str, Any]]:
-    """Which recording statement applies (its variant) and its parameters."""
-    variant = (ending.release, ending.one_off, continuation is not None)
-    if ending.one_off is OneOffAfterRun.DELETE:
-        return variant, {"job_id": record.job_id}
-    params = _record_params(record)
     if continuation is not None:
         params |= {
             "next_queue": continuation.queue,
-            "next_args": continuation.args.to_json(),
+            "next_payload": continuation.args.to_payload(),
+            "next_priority": continuation.args.priority,
             "next_delay_ms": continuation.delay_ms,
         }
-    return variant, params
+    return params
 
 
 async def record_attempt(
-    conn: AsyncConnection,
-    record: AttemptRecord,
-    ending: Ending,
-    continuation: Continuation | None = None,
-) -> datetime | None:
-    """Write the attempt's history row, stats bucket and counters, apply `ending`, and
-    queue `continuation` (scheduled from the recording time).
-
-    One statement, idempotent per queue job. Return the database time it was recorded at,
-    or None when the job no longer exists or this queue job's attempt was already
-    recorded (nothing is written or queued then). The worker sends the same statement on
-    its own connections (`record_attempt_hot`); this form joins the caller's transaction.
-    """
-    variant, params = _recording(record, ending, continuation)
-    recorded: datetime | None = (
-        await conn.execute(_record_statement(*variant), params)
-    ).scalar_one_or_none()
-    return recorded
-
-
-@cache
-def _hot_record_statement(
-    release: bool, one_off: OneOffAfterRun | None, continues: bool
-) -> RawStatement:
-    return RawStatement.of(_record_statement(release, one_off, continues))
-
-
-async def record_attempt_hot(
     hot: HotConnections,
     record: AttemptRecord,
     ending: Ending,
     continuation: Continuation | None = None,
 ) -> datetime | None:
-    """`record_attempt` on the worker's hot-path connections (autocommit)."""
-    variant, params = _recording(record, ending, continuation)
-    row = await hot.fetch_first(_hot_record_statement(*variant), params)
-    return None if row is None else row["recorded_at"]
+    """Finish the attempt's history row, add its stats bucket and counters, apply `ending`,
+    and queue `continuation` (due `delay_ms` after the recording time).
 
-
-async def end_run(
-    conn: AsyncConnection, job_id: uuid.UUID, pool_index: int, ending: Ending
-) -> None:
-    """Apply only `ending` (no history, no counters): the fallback when recording failed."""
-    if ending.one_off is OneOffAfterRun.DELETE:
-        await conn.execute(delete(scheduled_jobs).where(scheduled_jobs.c.id == job_id))
-        return
-    values = _ending_values(ending)
-    if values:
-        await conn.execute(
-            update(scheduled_jobs).where(scheduled_jobs.c.id == job_id).values(**values),
-            {"lock_key": _lock_key(pool_index)},
-        )
-
-
-def call_entry(row: RowMapping) -> dict[str, Any]:
-    """Return one attempt as `/api/jobs/{id}/calls` shows it.
-
-    `job_id` is the queue job's id, as the spec names it; the registry id is the path.
+    One statement, idempotent per queue job. Return the database time it was recorded
+    at, or None when the job no longer exists or this queue job's attempt was already
+    recorded (nothing is written or queued then).
     """
-    return {
-        "job_id": row["queue_job_id"],
-        "state": row["state"],
-        "attempt": row["attempt"],
-        "max_attempts": row["max_attempts"],
-        "trigger": row["trigger"],
-        "scheduled_at": row["scheduled_at"],
-        "attempted_at": row["attempted_at"],
-        "finalized_at": row["finalized_at"],
-        "duration_ms": row["duration_ms"],
-        "last_error": row["error"],
-        "pool_index": row["pool_index"],
-        "loop_iteration": row["loop_iteration"],
-        "last_call": row["last_call"],
-    }
-
-
-async def recent_calls(
-    conn: AsyncConnection, job_id: uuid.UUID, limit: int
-) -> list[dict[str, Any]]:
-    """Return the job's newest `limit` attempts, newest first."""
-    rows = await conn.execute(
-        select(job_attempts)
-        .where(job_attempts.c.job_id == job_id)
-        .order_by(job_attempts.c.id.desc())
-        .limit(limit)
-    )
-    return [call_entry(row) for row in rows.mappings()]
+    sql = record_sql(ending.release, ending.one_off, continuation is not None)
+    if ending.one_off is OneOffAfterRun.DELETE:
+        params: dict[str, Any] = {"job_id": record.job_id}
+    else:
+        params = _record_params(record, continuation)
+    row = await hot.fetch_first(sql, params)
+    return None if row is None else row["recorded_at"]

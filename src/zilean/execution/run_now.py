@@ -8,8 +8,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from zilean.audit.log import Actor, record
 from zilean.errors import Conflict
-from zilean.execution.enqueue import Trigger
 from zilean.execution.firing import Firing, fire
+from zilean.execution.payload import Trigger
 from zilean.registry.jobs import load_row
 from zilean.schedules import ScheduleType
 

@@ -1,59 +1,28 @@
 """Finished queue jobs: how long they are kept (a runtime setting) and the sweep that applies it.
 
-Procrastinate keeps every job row after it finishes; our queue inspector reads them, so
-they stay for `queue_job_retention_days` (default 7) and are then deleted, with their
-events (Procrastinate's foreign key cascades). Jobs still queued or running are never
-touched, whatever their age.
+The queue engine deletes a job when it finishes but keeps its log (and holds a job whose
+handler raised as failed); the queue inspector reads them, so they stay for
+`queue_job_retention_days` (default 7) and are then deleted. Jobs still queued or
+running are never touched, whatever their age.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from sqlalchemy import func, select, text
+from sqlalchemy import func, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from zilean.db.engine import driver_connection
 from zilean.db.tables import app_settings
 from zilean.errors import InvalidInput
+from zilean.queue_engine.statements import sweep_finished_batch
 
 QUEUE_JOB_RETENTION_SETTING = "queue_job_retention_days"
 DEFAULT_QUEUE_JOB_RETENTION_DAYS = 7
 MIN_QUEUE_JOB_RETENTION_DAYS = 1
 MAX_QUEUE_JOB_RETENTION_DAYS = 3650
-SWEEP_BATCH = 5_000  # finished jobs examined per statement, so no delete runs long
-
-# One batch: take the next finished jobs by id after :after_id, delete those whose last
-# event (or, with none, their scheduled time) is older than the cutoff, and report the
-# last id examined so the caller continues from there. Procrastinate's own triggers
-# cascade the events and unlink periodic-task references.
-_SWEEP_FINISHED = text(
-    """
-    WITH span AS (
-        SELECT job.id, job.scheduled_at
-        FROM procrastinate_jobs AS job
-        WHERE job.id > :after_id
-          AND job.status IN ('succeeded', 'failed', 'cancelled', 'aborted')
-        ORDER BY job.id
-        LIMIT :batch
-    ),
-    expired AS (
-        SELECT span.id
-        FROM span
-        WHERE coalesce(
-                (SELECT max(event.at) FROM procrastinate_events AS event
-                 WHERE event.job_id = span.id),
-                span.scheduled_at
-              ) < coalesce(CAST(:now AS timestamptz), now()) - make_interval(days => :days)
-    ),
-    removed AS (
-        DELETE FROM procrastinate_jobs AS job USING expired
-        WHERE job.id = expired.id
-        RETURNING job.id
-    )
-    SELECT (SELECT max(id) FROM span), (SELECT count(*) FROM removed)
-    """
-)
 
 
 def _stored_days(value: object) -> int | None:
@@ -101,24 +70,19 @@ async def set_queue_job_retention_days(conn: AsyncConnection, days: int) -> tupl
 
 
 async def sweep_finished_queue_jobs(engine: AsyncEngine, *, now: datetime | None = None) -> int:
-    """Delete finished queue jobs older than the retention; return how many were deleted.
+    """Delete what finished queue jobs left older than the retention; return the rows deleted.
 
     Each batch commits on its own, so a large backlog never holds one long transaction,
     and a sweep interrupted half-way has still removed what it reached.
     """
     async with engine.begin() as conn:
         days = await get_queue_job_retention_days(conn)
+        clock: datetime = now or (await conn.execute(select(func.now()))).scalar_one()
+    cutoff = clock - timedelta(days=days)
     removed = 0
-    after_id = 0
     while True:
         async with engine.begin() as conn:
-            last_id, count = (
-                await conn.execute(
-                    _SWEEP_FINISHED,
-                    {"after_id": after_id, "batch": SWEEP_BATCH, "now": now, "days": days},
-                )
-            ).one()
-        removed += int(count)
-        if last_id is None:
+            count = await sweep_finished_batch(await driver_connection(conn), cutoff)
+        removed += count
+        if count == 0:
             return removed
-        after_id = int(last_id)

@@ -37,7 +37,7 @@ async def _sweep_history(engine: AsyncEngine) -> None:
 
 async def _sweep_queue_jobs(engine: AsyncEngine) -> None:
     removed = await sweep_finished_queue_jobs(engine)
-    log.info("queue job sweep", action="queue_jobs.sweep", queue_jobs_removed=removed)
+    log.info("queue job sweep", action="queue_jobs.sweep", queue_rows_removed=removed)
 
 
 async def _sweep_samples(engine: AsyncEngine) -> None:

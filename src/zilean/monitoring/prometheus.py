@@ -17,17 +17,20 @@ from typing import Any
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlalchemy import select, text
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from zilean.config import Service
+from zilean.db.engine import driver_connection
 from zilean.db.tables import scheduled_jobs
 from zilean.execution.queues import JOB_TYPE_QUEUES, UNROUTED_QUEUE, Queue
 from zilean.loops import every
 from zilean.monitoring.samples import SERVICES, latest_sample
+from zilean.queue_engine.statements import QueueJobState, queue_depth
 
 REFRESH_INTERVAL = 60.0  # seconds
-QUEUE_STATES = ("todo", "doing")  # waiting and running: the depth an operator alerts on
+# Waiting and running: the depth an operator alerts on.
+QUEUE_STATES = tuple(str(state) for state in QueueJobState)
 OUTCOMES = ("completed", "failed")
 
 # (metric name, sample field, help text)
@@ -150,7 +153,7 @@ class MetricsExporter(Collector):
         yield attempts
         depth = GaugeMetricFamily(
             "zilean_queue_jobs",
-            "Queue jobs waiting (todo) or running (doing), per queue.",
+            "Queue jobs waiting (queued) or running (running), per queue.",
             labels=["queue", "state"],
         )
         for (queue, state), count in sorted(snapshot.queue_depth.items()):
@@ -160,15 +163,10 @@ class MetricsExporter(Collector):
 
 async def _queue_depth(conn: AsyncConnection) -> dict[tuple[str, str], int]:
     """Jobs per known queue and state, zero-filled; the unrouted queue only when used."""
-    rows = await conn.execute(
-        text(
-            "SELECT queue_name, status::text, count(*) FROM procrastinate_jobs "
-            "WHERE status IN ('todo', 'doing') GROUP BY 1, 2"
-        )
-    )
+    counted = await queue_depth(await driver_connection(conn))
     known = {str(queue) for queue in Queue}
     depth = {(queue, state): 0 for queue in known for state in QUEUE_STATES}
-    for queue, state, count in rows:
+    for (queue, state), count in counted.items():
         if queue in known or queue == UNROUTED_QUEUE:
-            depth[(queue, state)] = count
+            depth[(queue, str(state))] = count
     return depth

@@ -11,6 +11,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from zilean.crypto.contexts import auth_context
 from zilean.crypto.secretbox import SecretBox
 from zilean.errors import InvalidInput
 from zilean.registry.kinds import AuthType
@@ -29,10 +30,6 @@ PUBLIC_FIELDS: dict[AuthType, tuple[str, ...]] = {
 DEFAULT_API_KEY_HEADER = "X-API-Key"
 # RFC 9110 token characters; `{{...}}` templates are allowed on top.
 _HEADER_NAME = re.compile(r"^(?:[!#$%&'*+.^_`|~0-9A-Za-z-]|\{\{[^}]*\}\})+$")
-
-
-def auth_context(job_id: uuid.UUID) -> str:
-    return f"job-auth:{job_id}"
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from zilean.audit.log import MASK, Actor, record
+from zilean.crypto.contexts import script_context, secret_context
 from zilean.crypto.keys import derive_script_key
 from zilean.crypto.secretbox import SecretBox, SecretUnreadable
 from zilean.db.tables import global_variables
@@ -32,16 +33,6 @@ MAX_NAME = 128  # characters
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_]+")
 
 RESOURCE_TYPE = "global_variable"
-
-
-def secret_context(variable_id: uuid.UUID) -> str:
-    """The associated data binding a secret's master-key ciphertext to its row."""
-    return f"globalvar:{variable_id}"
-
-
-def script_context(variable_id: uuid.UUID) -> str:
-    """The associated data binding a secret's script-key copy to its row."""
-    return f"globalvar-script:{variable_id}"
 
 
 @dataclass(frozen=True)

@@ -3,20 +3,17 @@
 While leading, the loop sleeps until the earliest of: the next entry falls due, the
 next periodic reconcile (`RECONCILE_INTERVAL`), a notification on `zilean_jobs`, the
 loss of the leader's connection, or shutdown. It never polls on a fixed short tick.
-Each leadership term also runs the stalled-attempt reaper (`execution/reaper.py`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 import uuid
 
 import structlog
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from zilean.execution.reaper import REAP_INTERVAL, StalledAttemptReaper
 from zilean.loops import wait_for_stop
 from zilean.scheduler.leader import LEADER_RETRY_INTERVAL, Leadership, LeadershipLost
 from zilean.scheduler.reconciler import TARGETED_RECONCILE_LIMIT, Scheduler
@@ -46,15 +43,12 @@ class SchedulerService:
         reconcile_interval: float = RECONCILE_INTERVAL,
         retry_interval: float = LEADER_RETRY_INTERVAL,
         lost_leader_backoff: float = LOST_LEADER_BACKOFF,
-        reap_interval: float = REAP_INTERVAL,
     ) -> None:
         self._engine = engine
         self._default_zone = default_zone
         self._reconcile_interval = reconcile_interval
         self._retry_interval = retry_interval
         self._lost_leader_backoff = lost_leader_backoff
-        self._reap_interval = reap_interval
-        self.reaper = StalledAttemptReaper(engine)
         self.leadership = Leadership(database_url)
         self.scheduler: Scheduler | None = None
         self.leading = asyncio.Event()
@@ -92,22 +86,12 @@ class SchedulerService:
         self._notified.clear()
         self._wake.clear()
         listener = asyncio.create_task(self.leadership.listen(self._on_notify))
-        # Only the leader reaps, so two cores never race over the same stalled attempt
-        # (the reaper's row locks would make that safe, only wasteful).
-        term_over = asyncio.Event()
-        reaping = asyncio.create_task(
-            self.reaper.run(term_over, interval=self._reap_interval), name="zilean-reaper"
-        )
         self.scheduler = scheduler
         self.leading.set()
         try:
             await self._steps(scheduler, stop, listener)
         finally:
             self.leading.clear()
-            term_over.set()
-            reaping.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await reaping
             self.scheduler = None
             # The listener only ends on its own when the connection failed.
             lost = listener.done()

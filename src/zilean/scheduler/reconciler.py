@@ -41,8 +41,8 @@ from sqlalchemy.dialects.postgresql import JSONB, insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from zilean.db.tables import job_firings, registry_version, scheduled_jobs
-from zilean.execution.enqueue import Trigger
 from zilean.execution.firing import FIRING_COLUMNS, FiringPlan, apply_firings, plan_firing
+from zilean.execution.payload import Trigger
 from zilean.registry.groups import gated_clause
 from zilean.scheduler.entries import (
     DueQueue,

@@ -8,6 +8,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# Seconds a worker's running jobs get to finish after SIGINT/SIGTERM; its supervisor
+# (`zilean up`) waits a little longer before it kills the worker.
+SOFT_STOP = 25.0
 
 
 @contextmanager

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from zilean.services.workers import SOFT_STOP
+from zilean.services.signals import SOFT_STOP
 
 log = structlog.get_logger(__name__)
 

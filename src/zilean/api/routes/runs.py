@@ -13,7 +13,7 @@ from zilean.api.access import actor_of, require
 from zilean.auth.permissions import Permission
 from zilean.auth.principal import Principal
 from zilean.errors import InvalidInput
-from zilean.execution.recording import DEFAULT_CALLS_LIMIT, MAX_CALLS_LIMIT, recent_calls
+from zilean.execution.history import DEFAULT_CALLS_LIMIT, MAX_CALLS_LIMIT, recent_calls
 from zilean.execution.run_now import run_now
 from zilean.registry.jobs import load_row
 

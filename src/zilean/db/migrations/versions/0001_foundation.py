@@ -1,4 +1,7 @@
-"""Foundation: Procrastinate's queue schema, users and app settings.
+"""Foundation: users and app settings.
+
+Until revision 0009 this revision also installed Procrastinate's queue schema; databases
+created since never get it, and 0009 removes it from those that have it.
 
 Revision ID: 0001
 Revises:
@@ -8,7 +11,6 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
-from procrastinate.schema import SchemaManager
 from sqlalchemy.dialects import postgresql
 
 revision = "0001"
@@ -18,12 +20,6 @@ depends_on = None
 
 
 def upgrade() -> None:
-    # Procrastinate's schema is plain SQL with several statements; psycopg runs it
-    # through the simple-query protocol when no parameters are given.
-    driver_connection = op.get_bind().connection.driver_connection
-    assert driver_connection is not None
-    driver_connection.execute(SchemaManager.get_schema())
-
     op.create_table(
         "users",
         sa.Column("id", sa.Uuid(), nullable=False),

@@ -1,0 +1,209 @@
+"""Every statement Zilean sends to PgQueuer's tables, and the names and status words in them.
+
+PgQueuer 1.6 (pinned in pyproject.toml) keeps a queue job in `pgqueuer` while it waits
+(`queued`) or runs (`picked`), deletes it when it finishes, and writes each transition to
+`pgqueuer_log`. Its own worker (`consumer.py`) sends its own statements; these are the
+ones our code needs around it: inserting queue jobs inside the caller's transaction,
+the continuation insert the attempt's recording statement embeds, the wake-up probe,
+queue depth, and the retention sweep. They are psycopg statements (`%(name)s`
+placeholders), so the HTTP worker, which never loads SQLAlchemy, runs them as they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+QUEUE_TABLE = "pgqueuer"
+LOG_TABLE = "pgqueuer_log"
+STATISTICS_TABLE = "pgqueuer_statistics"
+CHANNEL_PREFIX = "zilean.queue."  # + queue name: one NOTIFY channel per queue
+
+
+class EngineStatus(StrEnum):
+    """PgQueuer's status words (its `pgqueuer_status` enum) that our statements use."""
+
+    QUEUED = "queued"  # waiting for its due time or a free worker
+    PICKED = "picked"  # claimed by a worker, kept alive by its heartbeat
+    FAILED = "failed"  # held after the handler raised (`on_failure="hold"`)
+
+
+class QueueJobState(StrEnum):
+    """Our engine-neutral words for a queue job that is not finished, as metrics show them."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+
+
+_ENGINE_TO_STATE = {
+    EngineStatus.QUEUED: QueueJobState.QUEUED,
+    EngineStatus.PICKED: QueueJobState.RUNNING,
+}
+
+
+def channel_for(queue: str) -> str:
+    """The NOTIFY channel our triggers wake `queue`'s workers on (revision 0009)."""
+    return f"{CHANNEL_PREFIX}{queue}"
+
+
+@dataclass(frozen=True)
+class NewQueueJob:
+    """One queue job to insert: its queue, payload, priority and due time (None: now)."""
+
+    queue: str
+    payload: bytes
+    priority: int = 0
+    due_at: datetime | None = None
+
+
+# Ids are drawn first, in input order, so the caller gets them back in that order (a
+# multi-row INSERT's RETURNING order is not guaranteed). The log row is what PgQueuer's
+# own enqueue writes, so its log and statistics stay complete.
+_ENQUEUE = """
+WITH input AS MATERIALIZED (
+    SELECT nextval(pg_get_serial_sequence('pgqueuer', 'id')) AS id, job.*
+      FROM unnest(%(queues)s::text[], %(priorities)s::int[], %(payloads)s::bytea[],
+                  %(due)s::timestamptz[]) WITH ORDINALITY
+           AS job(entrypoint, priority, payload, due_at, ord)
+),
+inserted AS (
+    INSERT INTO pgqueuer (id, priority, entrypoint, payload, execute_after, status)
+    SELECT id, priority, entrypoint, payload, coalesce(due_at, now()), 'queued' FROM input
+    RETURNING id, entrypoint, priority
+),
+logged AS (
+    INSERT INTO pgqueuer_log (job_id, status, entrypoint, priority)
+    SELECT id, 'queued', entrypoint, priority FROM inserted
+)
+SELECT id FROM input ORDER BY ord
+"""
+
+
+async def enqueue(conn: psycopg.AsyncConnection[Any], jobs: Sequence[NewQueueJob]) -> list[int]:
+    """Insert `jobs` on `conn`, in its current transaction; return their ids in order.
+
+    One statement whatever the number of jobs. The insert trigger wakes each queue's
+    workers when the transaction commits, so nothing is visible (or run) before then.
+    """
+    if not jobs:
+        return []
+    cursor = await conn.execute(
+        _ENQUEUE,
+        {
+            "queues": [job.queue for job in jobs],
+            "priorities": [job.priority for job in jobs],
+            "payloads": [job.payload for job in jobs],
+            "due": [job.due_at for job in jobs],
+        },
+    )
+    return [int(row[0]) for row in await cursor.fetchall()]
+
+
+# CTEs that queue one job when the statement's CTE named `history` returned a row.
+# Embedded in the attempt's recording statement, so a loop iteration or a retry is
+# queued by the statement that records the attempt, and a repeated recording (which
+# updates no history row) queues nothing. Parameters: `next_queue`, `next_payload`
+# (bytes), `next_priority` and `next_delay_ms`.
+CONTINUATION_CTES = """
+queued AS (
+    INSERT INTO pgqueuer (priority, entrypoint, payload, execute_after, status)
+    SELECT %(next_priority)s::int, %(next_queue)s::text, %(next_payload)s::bytea,
+           now() + %(next_delay_ms)s::int * interval '1 millisecond', 'queued'
+     WHERE EXISTS (SELECT 1 FROM history)
+    RETURNING id, entrypoint, priority
+),
+queued_log AS (
+    INSERT INTO pgqueuer_log (job_id, status, entrypoint, priority)
+    SELECT id, 'queued', entrypoint, priority FROM queued
+)"""
+
+
+# When the queue's next job falls due and when its oldest claim goes stale (seconds from
+# now; negative: already), and how many jobs this worker holds. PgQueuer's worker asks up
+# to three questions here, floors its wait at 100 ms, and notices a crashed worker's jobs
+# only at its 30 s poll; one statement lets `consumer.py` wait exactly as long as needed.
+NEXT_DUE = """
+SELECT extract(epoch FROM (SELECT min(execute_after) FROM pgqueuer
+                            WHERE status = 'queued' AND entrypoint = ANY($1)) - now())
+           AS due_in,
+       extract(epoch FROM (SELECT min(heartbeat) FROM pgqueuer
+                            WHERE status = 'picked' AND entrypoint = ANY($1))
+                          + make_interval(secs => $3) - now())
+           AS stale_in,
+       (SELECT count(*) FROM pgqueuer
+         WHERE queue_manager_id = $2 AND status = 'picked') AS held
+"""
+
+
+async def queue_depth(conn: psycopg.AsyncConnection[Any]) -> dict[tuple[str, QueueJobState], int]:
+    """Unfinished queue jobs per queue and state; held failures are not counted."""
+    cursor = await conn.execute(
+        "SELECT entrypoint, status::text, count(*) FROM pgqueuer "
+        "WHERE status IN ('queued', 'picked') GROUP BY 1, 2"
+    )
+    return {
+        (str(queue), _ENGINE_TO_STATE[EngineStatus(status)]): int(count)
+        for queue, status, count in await cursor.fetchall()
+    }
+
+
+async def unfinished(conn: psycopg.AsyncConnection[Any]) -> int:
+    """How many queue jobs wait or run, on every queue."""
+    cursor = await conn.execute(
+        "SELECT count(*) FROM pgqueuer WHERE status IN ('queued', 'picked')"
+    )
+    row = await cursor.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def queue_jobs(conn: psycopg.AsyncConnection[Any]) -> list[dict[str, Any]]:
+    """Every queue job row still in the table, oldest first (tests and diagnostics)."""
+    cursor = conn.cursor(row_factory=dict_row)
+    await cursor.execute(
+        "SELECT id, entrypoint AS queue, status::text AS status, priority, execute_after, "
+        "payload, attempts FROM pgqueuer ORDER BY id"
+    )
+    return await cursor.fetchall()
+
+
+SWEEP_BATCH = 5_000  # rows deleted per statement, so no delete runs long
+
+# What retention removes: the log of finished jobs, the per-second statistics, and jobs
+# held as failed. Jobs still queued or picked are never touched, whatever their age.
+_SWEEPS = (
+    """
+    DELETE FROM pgqueuer_log WHERE id IN (
+        SELECT id FROM pgqueuer_log WHERE created < %(cutoff)s ORDER BY id LIMIT %(batch)s
+    )
+    """,
+    """
+    DELETE FROM pgqueuer_statistics WHERE id IN (
+        SELECT id FROM pgqueuer_statistics WHERE created < %(cutoff)s ORDER BY id LIMIT %(batch)s
+    )
+    """,
+    """
+    DELETE FROM pgqueuer WHERE id IN (
+        SELECT id FROM pgqueuer
+         WHERE status = 'failed' AND updated < %(cutoff)s ORDER BY id LIMIT %(batch)s
+    )
+    """,
+)
+
+
+async def sweep_finished_batch(conn: psycopg.AsyncConnection[Any], cutoff: datetime) -> int:
+    """Delete one batch of each kind of finished row older than `cutoff`; return the count.
+
+    The caller repeats this, committing between batches, until it returns 0.
+    """
+    removed = 0
+    for statement in _SWEEPS:
+        cursor = await conn.execute(statement, {"cutoff": cutoff, "batch": SWEEP_BATCH})
+        removed += cursor.rowcount
+    return removed
