@@ -18,13 +18,14 @@ from tests.support.attempts import (
     http_job,
     job_row,
     locks,
+    queue_rows,
     queue_statuses,
     run_now,
     settled,
     stats,
     worker_for,
 )
-from tests.support.target import ScriptedResponse, http_target
+from tests.support.target import HttpTarget, ScriptedResponse, http_target
 
 FAIL = ScriptedResponse(status=500, body=b"boom")
 
@@ -65,8 +66,8 @@ async def test_retries_back_off_exponentially_from_the_rows_settings(
     row = await job_row(engine, job["id"])
     assert row is not None
     assert (row["invocations_total"], row["invocations_failed"]) == (5, 5)
-    # Procrastinate saw five finished jobs: the retries are ours, not its.
-    assert await queue_statuses(engine) == ["succeeded"] * 5
+    # The engine saw five finished jobs: the retries are ours, not its.
+    assert await queue_statuses(engine) == ["finished"] * 5
 
 
 async def test_exhausted_retries_release_the_lock_so_a_later_run_succeeds(
@@ -122,7 +123,7 @@ async def test_a_failure_that_must_not_be_retried_is_cancelled_after_one_attempt
     assert attempt["state"] == "cancelled"
     assert attempt["max_attempts"] == (1 if "retry_enabled" in fields else 5)
     assert await locks(engine, job["id"]) == {}
-    assert await queue_statuses(engine) == ["succeeded"]
+    assert await queue_statuses(engine) == ["finished"]
 
 
 SECRET = "tok-5ecret-value"
@@ -205,23 +206,62 @@ async def test_a_success_or_a_retried_failure_sends_no_callback(
     assert [request.path for request in target.requests] == ["/work", "/work"]
 
 
-async def test_a_failed_recording_still_queues_the_retry_and_ends_the_run(
+async def test_a_recording_that_fails_for_a_while_is_retried_and_the_run_goes_on(
     core_app: FastAPI, engine: AsyncEngine, database_url: str, cast: Cast
 ) -> None:
-    async with engine.begin() as conn:  # every history insert now fails in the database
-        await conn.execute(
-            text("ALTER TABLE job_attempts ADD CONSTRAINT refuse_all CHECK (false) NOT VALID")
-        )
+    refuse_outcomes = "ALTER TABLE job_attempts ADD CONSTRAINT refuse CHECK (state = 'running')"
+    async with engine.begin() as conn:  # the start marker goes in; no outcome can be written
+        await conn.execute(text(refuse_outcomes + " NOT VALID"))
     with http_target() as target:
         target.respond(FAIL)  # then the default 200
         job = await http_job(core_app, cast.alice.session, target, retry_base_delay_ms=10)
         await run_now(core_app, cast.alice.session, job["id"])
         async with worker_for(database_url) as worker:
+            await worker.drain(lambda: _requests_at_least(target, 1))
+            async with engine.begin() as conn:
+                await conn.execute(text("ALTER TABLE job_attempts DROP CONSTRAINT refuse"))
             await worker.drain(lambda: settled(engine))
-    assert len(target.requests) == 2  # the retry was queued all the same
-    assert await attempts(engine, job["id"]) == []
-    assert await locks(engine, job["id"]) == {}  # and the run's end released the lock
+    assert len(target.requests) == 2  # the retry the first outcome asked for, once
+    rows = await attempts(engine, job["id"])
+    assert [(row["attempt"], row["state"]) for row in rows] == [(1, "failed"), (2, "succeeded")]
+    assert rows[0]["error"] == "endpoint returned status 500: boom"  # the real outcome
+    assert await locks(engine, job["id"]) == {}
     row = await job_row(engine, job["id"])
     assert row is not None
-    assert row["invocations_total"] == 0  # the counters share the failed statement
-    assert await queue_statuses(engine) == ["succeeded", "succeeded"]
+    assert (row["invocations_total"], row["invocations_failed"]) == (2, 1)
+
+
+async def test_an_outcome_never_written_is_recorded_lost_on_redelivery_and_retried(
+    core_app: FastAPI, engine: AsyncEngine, database_url: str, cast: Cast
+) -> None:
+    async with engine.begin() as conn:
+        await conn.execute(
+            text(
+                "ALTER TABLE job_attempts ADD CONSTRAINT refuse CHECK (state = 'running') NOT VALID"
+            )
+        )
+    with http_target() as target:
+        job = await http_job(core_app, cast.alice.session, target, retry_base_delay_ms=10)
+        await run_now(core_app, cast.alice.session, job["id"])
+        async with worker_for(database_url, record_patience=0.2) as worker:
+            # The worker gives up writing and hands the queue job back to the engine.
+            await worker.drain(lambda: _handed_back(engine))
+            async with engine.begin() as conn:
+                await conn.execute(text("ALTER TABLE job_attempts DROP CONSTRAINT refuse"))
+            await worker.drain(lambda: settled(engine))
+    # The first call went out; its outcome was never known, so the retry policy ran it again.
+    assert len(target.requests) == 2
+    rows = await attempts(engine, job["id"])
+    assert [(row["attempt"], row["state"], row["error"]) for row in rows] == [
+        (1, "failed", "worker lost; outcome unknown"),
+        (2, "succeeded", None),
+    ]
+    assert await locks(engine, job["id"]) == {}
+
+
+async def _requests_at_least(target: HttpTarget, count: int) -> bool:
+    return len(target.requests) >= count
+
+
+async def _handed_back(engine: AsyncEngine) -> bool:
+    return any(row["attempts"] > 0 for row in await queue_rows(engine))

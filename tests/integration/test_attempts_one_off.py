@@ -29,7 +29,7 @@ async def test_a_one_off_fires_once_then_is_disabled(
         async with client_for(core_app, cast.alice.session) as alice:
             resaved = await alice.put(f"/api/jobs/{job['id']}", json={**job, "name": "renamed"})
             assert resaved.status_code == 200, resaved.text
-        assert await queue_statuses(engine) == ["todo"]  # a second save queues nothing
+        assert await queue_statuses(engine) == ["queued"]  # a second save queues nothing
 
         async def disabled() -> bool:
             row = await job_row(engine, job["id"])
@@ -44,7 +44,7 @@ async def test_a_one_off_fires_once_then_is_disabled(
     [attempt] = await attempts(engine, job["id"])
     assert (attempt["state"], attempt["trigger"]) == ("succeeded", "one_off")
     assert attempt["scheduled_at"] == datetime.fromisoformat(job["run_at"])
-    assert await queue_statuses(engine) == ["succeeded"]  # enabling again fires nothing
+    assert await queue_statuses(engine) == ["finished"]  # enabling again fires nothing
     row = await job_row(engine, job["id"])
     assert row is not None
     assert row["running_since_by_pool"] == {}
@@ -68,7 +68,7 @@ async def test_a_one_off_set_to_delete_is_removed_after_its_run(
         async with worker_for(database_url) as worker:
             await worker.drain(deleted)
     assert len(target.requests) == 1
-    assert await queue_statuses(engine) == ["succeeded"]
+    assert await queue_statuses(engine) == ["finished"]
 
 
 async def test_a_one_off_saved_disabled_is_queued_when_enabled(
@@ -84,4 +84,4 @@ async def test_a_one_off_saved_disabled_is_queued_when_enabled(
         async with client_for(core_app, cast.alice.session) as alice:
             enabled = (await alice.post(f"/api/jobs/{job['id']}/enable")).json()
     assert enabled["run_at_fired_at"] is not None
-    assert await queue_statuses(engine) == ["todo"]
+    assert await queue_statuses(engine) == ["queued"]

@@ -14,7 +14,6 @@ from typing import Any
 import psycopg
 import pytest
 from fastapi import FastAPI
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -28,18 +27,20 @@ from tests.support.jobs import create
 from tests.support.servers import live_server
 from tests.support.target import http_target
 from zilean.crypto.secretbox import SecretBox
-from zilean.db.engine import create_engine
+from zilean.db.engine import driver_connection
 from zilean.db.urls import libpq_url
 from zilean.execution.attempt import AttemptRunner, QueuedAttempt
-from zilean.execution.enqueue import AttemptArgs
+from zilean.execution.payload import AttemptArgs
 from zilean.execution.recording import (
     AttemptRecord,
     AttemptState,
     Continuation,
     Ending,
+    load_attempt,
     record_attempt,
 )
 from zilean.jobkinds.http.call import new_client
+from zilean.queue_engine.statements import take_queued
 
 TERMINATE_OTHERS = (
     "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
@@ -49,26 +50,23 @@ TERMINATE_OTHERS = (
 
 @asynccontextmanager
 async def a_runner(database_url: str) -> AsyncIterator[AttemptRunner]:
-    """The HTTP worker's attempt runner; its two statements use its own pool."""
-    engine = create_engine(database_url, pool_size=2, max_overflow=2)
+    """The HTTP worker's attempt runner; its two statements use its own connections."""
+    client = new_client()
+    runner = AttemptRunner(database_url, client, SecretBox(base64.b64decode(KEY)))
     try:
-        async with new_client() as client:
-            runner = AttemptRunner(engine, client, SecretBox(base64.b64decode(KEY)))
-            try:
-                yield runner
-            finally:
-                await runner.close()
+        yield runner
     finally:
-        await engine.dispose()
+        await runner.close()
+        await client.close()
 
 
 async def queued_attempts(engine: AsyncEngine) -> list[tuple[QueuedAttempt, AttemptArgs]]:
     """Every queued attempt, taken off the queue (we run them by hand)."""
     async with engine.begin() as conn:
-        rows = (await conn.execute(text("DELETE FROM procrastinate_jobs RETURNING id, args"))).all()
+        rows = await take_queued(await driver_connection(conn))
     return [
-        (QueuedAttempt(queue_job_id=row.id, scheduled_at=None), AttemptArgs.from_args(row.args))
-        for row in sorted(rows, key=lambda row: row.id)
+        (QueuedAttempt(row["id"], row["due_at"]), AttemptArgs.from_payload(row["payload"]))
+        for row in rows
     ]
 
 
@@ -134,21 +132,21 @@ async def http_job_at(app: FastAPI, session: str, base_url: str) -> dict[str, An
 
 
 async def a_failed_attempt(
-    core_app: FastAPI, engine: AsyncEngine, cast: Cast
+    core_app: FastAPI, engine: AsyncEngine, runner: AttemptRunner, cast: Cast
 ) -> tuple[dict[str, Any], AttemptRecord]:
-    """A job queued by run-now, taken off the queue, and a failed record of its attempt."""
+    """A job queued by run-now, taken off the queue and started (its start marker
+    written), and a failed record of its attempt."""
     with http_target() as target:
         job = await http_job(core_app, cast.alice.session, target)
     await run_now(core_app, cast.alice.session, job["id"])
     [(queued, args)] = await queued_attempts(engine)
-    async with engine.connect() as conn:
-        now = (await conn.execute(text("SELECT now()"))).scalar_one()
+    loaded = await load_attempt(runner.hot, args, queued.queue_job_id, queued.due_at)
+    assert loaded is not None
+    assert loaded.started
     record = AttemptRecord(
         args=args,
         queue_job_id=queued.queue_job_id,
         state=AttemptState.FAILED,
-        scheduled_at=None,
-        attempted_at=now,
         duration_ms=12,
         error="boom",
         last_call=None,
@@ -157,13 +155,12 @@ async def a_failed_attempt(
 
 
 async def test_recording_the_same_queue_job_twice_records_it_once(
-    core_app: FastAPI, engine: AsyncEngine, cast: Cast
+    core_app: FastAPI, engine: AsyncEngine, database_url: str, cast: Cast
 ) -> None:
-    job, record = await a_failed_attempt(core_app, engine, cast)
-    async with engine.begin() as conn:
-        first = await record_attempt(conn, record, Ending(release=True))
-    async with engine.begin() as conn:
-        second = await record_attempt(conn, record, Ending(release=True))
+    async with a_runner(database_url) as runner:
+        job, record = await a_failed_attempt(core_app, engine, runner, cast)
+        first = await record_attempt(runner.hot, record, Ending(release=True))
+        second = await record_attempt(runner.hot, record, Ending(release=True))
     assert first is not None
     assert second is None  # nothing written: the caller queues no continuation either
     assert len(await attempts(engine, job["id"])) == 1
@@ -175,23 +172,18 @@ async def test_recording_the_same_queue_job_twice_records_it_once(
 
 
 async def test_a_repeated_recording_queues_its_continuation_once(
-    core_app: FastAPI, engine: AsyncEngine, cast: Cast
+    core_app: FastAPI, engine: AsyncEngine, database_url: str, cast: Cast
 ) -> None:
-    _, record = await a_failed_attempt(core_app, engine, cast)
-    args = record.args
-    retry = Continuation("default", replace(args, attempt=2), delay_ms=250)
-    recorded = []
-    for _ in range(2):
-        async with engine.connect() as conn:
-            recorded.append(await record_attempt(conn, record, Ending(release=False), retry))
-            await conn.commit()
-    first, second = recorded
+    async with a_runner(database_url) as runner:
+        _, record = await a_failed_attempt(core_app, engine, runner, cast)
+        args = record.args
+        retry = Continuation("default", replace(args, attempt=2), delay_ms=250)
+        first = await record_attempt(runner.hot, record, Ending(release=False), retry)
+        second = await record_attempt(runner.hot, record, Ending(release=False), retry)
     assert first is not None
     assert second is None
-    async with engine.connect() as conn:
-        due = (await conn.execute(text("SELECT scheduled_at FROM procrastinate_jobs"))).scalar()
-    # Scheduled from the recording time, as Procrastinate's own defer would have queued it.
-    assert due is not None
-    assert due - first == timedelta(milliseconds=250)
-    [(_, next_args)] = await queued_attempts(engine)
+    [(queued, next_args)] = await queued_attempts(engine)
+    # Due from the recording time.
+    assert queued.due_at is not None
+    assert queued.due_at - first == timedelta(milliseconds=250)
     assert (next_args.attempt, next_args.pool_index) == (2, args.pool_index)

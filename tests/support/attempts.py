@@ -1,8 +1,9 @@
-"""A real HTTP worker for attempt tests, driven pass by pass, and readers for what it wrote.
+"""A real HTTP worker for attempt tests, running live, and readers for what it wrote.
 
-`worker_for` registers the attempt task on a Procrastinate app with its own engine (so a
-test can count exactly the worker's statements) and yields a `DrivenWorker`. Each pass is
-`run_worker_async(wait=False)`: it runs every attempt that is due, then returns.
+`worker_for` starts the HTTP worker's consumer and attempt runner in the background (a
+real PgQueuer worker on the test's database) and yields a `LiveWorker`; `drain` waits,
+with a timeout, until a condition on the database holds. Time parameters in these tests
+are small, so waiting on the real worker is fast.
 """
 
 from __future__ import annotations
@@ -17,9 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-import procrastinate
 from fastapi import FastAPI
-from sqlalchemy import select, text
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.integration.conftest import KEY
@@ -27,60 +27,80 @@ from tests.support.actors import client_for
 from tests.support.jobs import create
 from tests.support.target import HttpTarget, ScriptedResponse
 from zilean.crypto.secretbox import SecretBox
-from zilean.db.engine import create_engine
+from zilean.db.engine import driver_connection
 from zilean.db.tables import job_attempts, job_call_stats, scheduled_jobs
-from zilean.execution.attempt import AttemptRunner, register_attempt_task
-from zilean.execution.queues import Queue, create_queue_app
+from zilean.db.urls import libpq_url
+from zilean.execution.attempt import AttemptRunner, attempt_handler, interrupt_overrun
+from zilean.execution.queues import Queue
 from zilean.jobkinds.http.call import new_client
+from zilean.queue_engine.consumer import QueueConsumer
+from zilean.queue_engine.statements import queue_job_states, queue_jobs
 
-MAX_PASSES = 200
-PASS_INTERVAL = 0.01  # seconds between passes that found nothing more to do
+DRAIN_TIMEOUT = 20.0  # seconds a condition may take to hold
+POLL_INTERVAL = 0.01  # seconds between checks of the condition
 
 
 @dataclass
-class DrivenWorker:
-    app: procrastinate.App
+class LiveWorker:
     runner: AttemptRunner
-    engine: AsyncEngine  # the worker's own engine
+    consumer: QueueConsumer
 
-    async def drain(self, until: Callable[[], Awaitable[bool]], *, passes: int = MAX_PASSES) -> int:
-        """Run worker passes until `until()` holds; return how many passes it took.
-
-        Each pass runs every attempt that is due and waits for failure callbacks.
-        """
-        for done in range(1, passes + 1):
-            await self.app.run_worker_async(
-                queues=[str(Queue.DEFAULT)], wait=False, install_signal_handlers=False
-            )
-            await self.runner.callbacks.settle()
-            if await until():
-                return done
-            await asyncio.sleep(PASS_INTERVAL)  # a later attempt may not be due yet
-        raise AssertionError(f"still waiting after {passes} worker passes")
+    async def drain(
+        self, until: Callable[[], Awaitable[bool]], *, within: float = DRAIN_TIMEOUT
+    ) -> float:
+        """Wait until `until()` holds, then for failure callbacks; return seconds waited."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        while not await until():
+            if loop.time() - started > within:
+                raise AssertionError(f"still waiting after {within} s")
+            await asyncio.sleep(POLL_INTERVAL)
+        await self.runner.callbacks.settle()
+        return loop.time() - started
 
 
 @asynccontextmanager
 async def worker_for(
-    database_url: str, *, on_failure_url: str | None = None
-) -> AsyncIterator[DrivenWorker]:
-    engine = create_engine(database_url)
-    app = create_queue_app(database_url)
+    database_url: str,
+    *,
+    on_failure_url: str | None = None,
+    concurrency: int = 10,
+    soft_stop: float = 5.0,
+    heartbeat_timeout: float | None = None,
+    record_patience: float | None = None,
+) -> AsyncIterator[LiveWorker]:
+    """Run the HTTP worker on `database_url` for the block; stop it (draining) after."""
+    client = new_client()
+    patience = {} if record_patience is None else {"record_patience": record_patience}
+    runner = AttemptRunner(
+        database_url,
+        client,
+        SecretBox(base64.b64decode(KEY)),
+        default_failure_url=on_failure_url,
+        **patience,
+    )
+    extra = {} if heartbeat_timeout is None else {"heartbeat_timeout": heartbeat_timeout}
+    consumer = QueueConsumer(
+        libpq_url(database_url),
+        str(Queue.DEFAULT),
+        attempt_handler(runner),
+        concurrency=concurrency,
+        application_name="zilean-test-worker",
+        soft_stop=soft_stop,
+        on_overrun=lambda deliveries: interrupt_overrun(runner, deliveries),
+        **extra,
+    )
+    stop = asyncio.Event()
+    running = asyncio.create_task(consumer.run(stop))
     try:
-        async with new_client() as client:
-            runner = AttemptRunner(
-                engine,
-                client,
-                SecretBox(base64.b64decode(KEY)),
-                default_failure_url=on_failure_url,
-            )
-            register_attempt_task(app, runner)
-            try:
-                async with app.open_async():
-                    yield DrivenWorker(app, runner, engine)
-            finally:
-                await runner.close()
+        await asyncio.wait_for(consumer.started.wait(), timeout=10)
+        yield LiveWorker(runner, consumer)
     finally:
-        await engine.dispose()
+        stop.set()
+        await running
+        await runner.callbacks.settle()
+        await runner.close()
+        await client.close()
 
 
 async def http_job(app: FastAPI, session: str, target: HttpTarget, **fields: Any) -> dict[str, Any]:
@@ -136,13 +156,19 @@ async def stats(engine: AsyncEngine, job_id: str) -> list[dict[str, Any]]:
 
 
 async def queue_statuses(engine: AsyncEngine) -> list[str]:
-    """The status of every queue job, oldest first."""
+    """Where every queue job is now (`QueueJobState`), oldest first."""
     async with engine.connect() as conn:
-        rows = await conn.execute(text("SELECT status FROM procrastinate_jobs ORDER BY id"))
-        return [str(status) for status in rows.scalars()]
+        return [str(state) for _, state in await queue_job_states(await driver_connection(conn))]
 
 
 async def settled(engine: AsyncEngine) -> bool:
-    """True when the queue holds jobs and none is waiting or running."""
-    statuses = await queue_statuses(engine)
-    return bool(statuses) and not {"todo", "doing"} & set(statuses)
+    """True when the queue has held jobs and none is waiting or running any more."""
+    async with engine.connect() as conn:
+        states = await queue_job_states(await driver_connection(conn))
+    return bool(states) and not any(state.unfinished for _, state in states)
+
+
+async def queue_rows(engine: AsyncEngine) -> list[dict[str, Any]]:
+    """The queue jobs still in the engine's table, with how often they were handed back."""
+    async with engine.connect() as conn:
+        return await queue_jobs(await driver_connection(conn))

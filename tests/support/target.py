@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,6 +24,7 @@ class RecordedRequest:
     query: str
     headers: dict[str, str]
     body: bytes
+    received_at: float = 0.0  # time.monotonic() when the request arrived
 
 
 @dataclass
@@ -51,6 +53,7 @@ class HttpTarget:
             return list(self.requests)
 
     async def _handle(self, request: Request) -> Response:
+        arrived = time.monotonic()
         body = await request.body()
         with self._received:
             self.requests.append(
@@ -60,6 +63,7 @@ class HttpTarget:
                     query=request.url.query,
                     headers={k.lower(): v for k, v in request.headers.items()},
                     body=body,
+                    received_at=arrived,
                 )
             )
             self._received.notify_all()

@@ -173,7 +173,7 @@ class QueueConsumer:
                 application_name=self._application_name,
             )
             manager = self._manager(driver)
-            running = asyncio.create_task(self._run_manager(manager), name="zilean-queue")
+            running = asyncio.create_task(self._run_manager(manager, driver), name="zilean-queue")
             stopping = asyncio.create_task(stop.wait())
             await asyncio.wait({running, stopping}, return_when=asyncio.FIRST_COMPLETED)
             stopping.cancel()
@@ -214,18 +214,25 @@ class QueueConsumer:
         manager.entrypoint(self._queue, accepts_context=False, on_failure="hold")(self._deliver)
         return manager
 
-    async def _run_manager(self, manager: _DueTimeManager) -> None:
+    async def _run_manager(self, manager: _DueTimeManager, driver: ResilientDriver) -> None:
         batch, capacity = batch_and_capacity(self._concurrency)
+        announce = asyncio.create_task(self._announce(driver))
+        try:
+            await manager.run(
+                dequeue_timeout=timedelta(seconds=IDLE_RECHECK),
+                batch_size=batch,
+                max_concurrent_tasks=capacity,
+                heartbeat_timeout=timedelta(seconds=self._heartbeat_timeout),
+                # Nothing reads pgqueuer_statistics; folding the log into it would rewrite
+                # every log row once more.
+                log_aggregation_interval=timedelta(0),
+            )
+        finally:
+            announce.cancel()
+
+    async def _announce(self, driver: ResilientDriver) -> None:
+        await driver.listening.wait()
         self.started.set()
-        await manager.run(
-            dequeue_timeout=timedelta(seconds=IDLE_RECHECK),
-            batch_size=batch,
-            max_concurrent_tasks=capacity,
-            heartbeat_timeout=timedelta(seconds=self._heartbeat_timeout),
-            # Nothing reads pgqueuer_statistics; folding the log into it would rewrite
-            # every log row once more.
-            log_aggregation_interval=timedelta(0),
-        )
 
     async def _deliver(self, job: models.Job) -> None:
         delivery = Delivery(

@@ -97,6 +97,8 @@ class ResilientDriver:
         self._probe_heard: asyncio.Event | None = None
         self._last_heard = 0.0
         self.reconnects = 0  # for tests and logs: connections replaced after a loss
+        self.statements_sent = 0  # for tests: every statement this driver sent
+        self.listening = asyncio.Event()  # set once every subscribed channel is listened to
 
     # --- PgQueuer's Driver protocol -------------------------------------------------
 
@@ -179,6 +181,7 @@ class ResilientDriver:
                 try:
                     with deadline(conn, self._statement_timeout) as guard:
                         cursor = psycopg.AsyncRawCursor(conn, row_factory=dict_row)
+                        self.statements_sent += 1
                         await cursor.execute(query, args or None)
                         if rows:
                             return await cursor.fetchall()
@@ -277,6 +280,9 @@ class ResilientDriver:
         listened.add(channel)
         if channel in self._listened:
             self._listened[channel].set()
+            if not self.listening.is_set():
+                log.info("queue engine listening", action="queue.listening", channel=channel)
+                self.listening.set()
 
     def _dispatch(self, channel: str, payload: str) -> None:
         if channel == self._probe_channel:

@@ -26,24 +26,28 @@ STATISTICS_TABLE = "pgqueuer_statistics"
 CHANNEL_PREFIX = "zilean.queue."  # + queue name: one NOTIFY channel per queue
 
 
-class EngineStatus(StrEnum):
-    """PgQueuer's status words (its `pgqueuer_status` enum) that our statements use."""
+class QueueJobState(StrEnum):
+    """Our engine-neutral words for where a queue job is, as metrics and tests say it."""
 
     QUEUED = "queued"  # waiting for its due time or a free worker
-    PICKED = "picked"  # claimed by a worker, kept alive by its heartbeat
-    FAILED = "failed"  # held after the handler raised (`on_failure="hold"`)
+    RUNNING = "running"  # claimed by a worker
+    FINISHED = "finished"  # its handler returned
+    FAILED = "failed"  # its handler raised (held for inspection, or dropped)
+    CANCELLED = "cancelled"  # cancelled while running, or deleted unrun
 
-
-class QueueJobState(StrEnum):
-    """Our engine-neutral words for a queue job that is not finished, as metrics show them."""
-
-    QUEUED = "queued"
-    RUNNING = "running"
+    @property
+    def unfinished(self) -> bool:
+        return self in (QueueJobState.QUEUED, QueueJobState.RUNNING)
 
 
 _ENGINE_TO_STATE = {
-    EngineStatus.QUEUED: QueueJobState.QUEUED,
-    EngineStatus.PICKED: QueueJobState.RUNNING,
+    "queued": QueueJobState.QUEUED,
+    "picked": QueueJobState.RUNNING,
+    "successful": QueueJobState.FINISHED,
+    "exception": QueueJobState.FAILED,
+    "failed": QueueJobState.FAILED,
+    "canceled": QueueJobState.CANCELLED,
+    "deleted": QueueJobState.CANCELLED,
 }
 
 
@@ -148,7 +152,7 @@ async def queue_depth(conn: psycopg.AsyncConnection[Any]) -> dict[tuple[str, Que
         "WHERE status IN ('queued', 'picked') GROUP BY 1, 2"
     )
     return {
-        (str(queue), _ENGINE_TO_STATE[EngineStatus(status)]): int(count)
+        (str(queue), _ENGINE_TO_STATE[status]): int(count)
         for queue, status, count in await cursor.fetchall()
     }
 
@@ -163,6 +167,25 @@ async def unfinished(conn: psycopg.AsyncConnection[Any]) -> int:
     return int(row[0])
 
 
+async def queue_job_states(conn: psycopg.AsyncConnection[Any]) -> list[tuple[int, QueueJobState]]:
+    """Every queue job the engine still knows of, oldest first, with where it is now.
+
+    A finished job survives only in the log, whose newest entry says how it ended.
+    """
+    cursor = await conn.execute(
+        """
+        SELECT id, status::text FROM pgqueuer
+        UNION ALL
+        (SELECT DISTINCT ON (log.job_id) log.job_id, log.status::text
+           FROM pgqueuer_log log
+          WHERE NOT EXISTS (SELECT 1 FROM pgqueuer job WHERE job.id = log.job_id)
+          ORDER BY log.job_id, log.created DESC, log.id DESC)
+        """
+    )
+    rows = await cursor.fetchall()
+    return sorted((int(job_id), _ENGINE_TO_STATE[status]) for job_id, status in rows)
+
+
 async def queue_jobs(conn: psycopg.AsyncConnection[Any]) -> list[dict[str, Any]]:
     """Every queue job row still in the table, oldest first (tests and diagnostics)."""
     cursor = conn.cursor(row_factory=dict_row)
@@ -171,6 +194,17 @@ async def queue_jobs(conn: psycopg.AsyncConnection[Any]) -> list[dict[str, Any]]
         "payload, attempts FROM pgqueuer ORDER BY id"
     )
     return await cursor.fetchall()
+
+
+async def take_queued(conn: psycopg.AsyncConnection[Any]) -> list[dict[str, Any]]:
+    """Delete every waiting queue job and return it (id, queue, due_at, payload), oldest
+    first: for running attempts by hand, in tests and diagnostics."""
+    cursor = conn.cursor(row_factory=dict_row)
+    await cursor.execute(
+        "DELETE FROM pgqueuer WHERE status = 'queued' "
+        "RETURNING id, entrypoint AS queue, execute_after AS due_at, payload"
+    )
+    return sorted(await cursor.fetchall(), key=lambda row: int(row["id"]))
 
 
 SWEEP_BATCH = 5_000  # rows deleted per statement, so no delete runs long
