@@ -1,4 +1,4 @@
-"""Attempts are queued inside the caller's transaction and reach a real Procrastinate worker."""
+"""Producers queue attempts inside their own transaction, on the job type's queue."""
 
 from __future__ import annotations
 
@@ -7,12 +7,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import insert, text
+from sqlalchemy import insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from tests.support.attempts import queue_rows, queue_statuses
 from zilean.db.tables import scheduled_jobs
-from zilean.execution.enqueue import ATTEMPT_TASK, AttemptArgs, Trigger, enqueue_attempts
-from zilean.execution.queues import create_queue_app
+from zilean.execution.enqueue import enqueue_attempts
+from zilean.execution.payload import CONTINUATION_PRIORITY, FIRING_PRIORITY, AttemptArgs, Trigger
 
 
 async def a_job(engine: AsyncEngine, job_type: str = "http") -> uuid.UUID:
@@ -29,11 +30,6 @@ def members(job_id: uuid.UUID, count: int, **extra: Any) -> list[AttemptArgs]:
     ]
 
 
-QUEUED = text(
-    "SELECT queue_name, task_name, args, scheduled_at, status FROM procrastinate_jobs ORDER BY id"
-)
-
-
 async def test_one_statement_queues_every_pool_member_on_the_job_types_queue(
     engine: AsyncEngine,
 ) -> None:
@@ -43,13 +39,12 @@ async def test_one_statement_queues_every_pool_member_on_the_job_types_queue(
         ids = await enqueue_attempts(
             conn, job_id=job_id, job_type="groovy", members=members(job_id, 3), scheduled_at=later
         )
-        rows = (await conn.execute(QUEUED)).mappings().all()
-    assert len(ids) == 3
-    assert {row["queue_name"] for row in rows} == {"scripts-groovy"}
-    assert {row["task_name"] for row in rows} == {ATTEMPT_TASK}
-    assert [row["args"]["pool_index"] for row in rows] == [0, 1, 2]
-    assert all(row["scheduled_at"] == later for row in rows)
-    assert {row["status"] for row in rows} == {"todo"}
+    rows = await queue_rows(engine)
+    assert [row["id"] for row in rows] == ids
+    assert {row["queue"] for row in rows} == {"scripts-groovy"}
+    assert [AttemptArgs.from_payload(row["payload"]).pool_index for row in rows] == [0, 1, 2]
+    assert all(row["execute_after"] == later for row in rows)
+    assert await queue_statuses(engine) == ["queued"] * 3
 
 
 async def test_a_rolled_back_transaction_queues_nothing(engine: AsyncEngine) -> None:
@@ -58,8 +53,7 @@ async def test_a_rolled_back_transaction_queues_nothing(engine: AsyncEngine) -> 
         transaction = await conn.begin()
         await enqueue_attempts(conn, job_id=job_id, job_type="http", members=members(job_id, 2))
         await transaction.rollback()  # the caller's other write failed
-    async with engine.connect() as conn:
-        assert (await conn.execute(QUEUED)).all() == []
+    assert await queue_rows(engine) == []
 
 
 async def test_members_of_another_job_are_refused(engine: AsyncEngine) -> None:
@@ -71,25 +65,30 @@ async def test_members_of_another_job_are_refused(engine: AsyncEngine) -> None:
             )
 
 
-async def test_a_procrastinate_worker_receives_the_payload(
-    engine: AsyncEngine, database_url: str
-) -> None:
-    job_id = await a_job(engine)
+def test_the_payload_carries_the_webhook_context_and_unknown_keys_are_ignored() -> None:
     webhook = {"trigger": Trigger.WEBHOOK, "webhook_hops": 2, "webhook_payload": {"a": [1]}}
-    async with engine.begin() as conn:
-        await enqueue_attempts(
-            conn, job_id=job_id, job_type="http", members=members(job_id, 1, **webhook)
-        )
-    received: list[AttemptArgs] = []
-    app = create_queue_app(database_url)
+    [args] = members(uuid.uuid4(), 1, **webhook)
+    assert AttemptArgs.from_payload(args.to_payload()) == args
+    newer = args.to_payload().replace(b"{", b'{"from_a_newer_version": 1, ', 1)
+    assert AttemptArgs.from_payload(newer) == args
 
-    @app.task(name=ATTEMPT_TASK, pass_context=False)
-    async def attempt(**args: Any) -> None:
-        received.append(AttemptArgs.from_args(args))
 
-    async with app.open_async():
-        await app.run_worker_async(queues=["default"], wait=False, install_signal_handlers=False)
-    assert received == members(job_id, 1, **webhook)
-    async with engine.connect() as conn:
-        statuses = (await conn.execute(text("SELECT status FROM procrastinate_jobs"))).scalars()
-        assert list(statuses) == ["succeeded"]
+@pytest.mark.parametrize(
+    ("attempt", "loop_iteration", "priority"),
+    [
+        (1, 0, FIRING_PRIORITY),  # a fresh run
+        (2, 0, CONTINUATION_PRIORITY),  # a retry
+        (1, 3, CONTINUATION_PRIORITY),  # a later loop iteration
+    ],
+)
+def test_a_continuation_goes_before_fresh_runs(
+    attempt: int, loop_iteration: int, priority: int
+) -> None:
+    args = AttemptArgs(
+        job_id=str(uuid.uuid4()),
+        loop_iteration=loop_iteration,
+        pool_index=0,
+        max_attempts=5,
+        attempt=attempt,
+    )
+    assert args.priority == priority

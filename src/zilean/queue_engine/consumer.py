@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
 
 import structlog
@@ -145,7 +145,9 @@ class QueueConsumer:
         soft_stop: float,
         on_overrun: OverrunHandler | None = None,
         heartbeat_timeout: float = HEARTBEAT_TIMEOUT,
+        driver_options: Mapping[str, float] | None = None,
     ) -> None:
+        """`driver_options` are `ResilientDriver`'s timing knobs, for tests."""
         self._conninfo = conninfo
         self._queue = queue
         self._handler = handler
@@ -154,6 +156,7 @@ class QueueConsumer:
         self._on_overrun = on_overrun
         self._soft_stop = soft_stop
         self._heartbeat_timeout = heartbeat_timeout
+        self._driver_options = dict(driver_options or {})
         self._slots = asyncio.Semaphore(concurrency)
         self._running: dict[int, Delivery] = {}
         self.started = asyncio.Event()  # set once the first QueueManager listens
@@ -169,8 +172,7 @@ class QueueConsumer:
         """Consume until `stop` is set, then drain (see the module docstring)."""
         while not stop.is_set():
             driver = self.driver = ResilientDriver(
-                self._conninfo,
-                application_name=self._application_name,
+                self._conninfo, application_name=self._application_name, **self._driver_options
             )
             manager = self._manager(driver)
             running = asyncio.create_task(self._run_manager(manager, driver), name="zilean-queue")

@@ -78,11 +78,13 @@ class ResilientDriver:
         application_name: str,
         statement_timeout: float = STATEMENT_TIMEOUT,
         probe_interval: float = PROBE_INTERVAL,
+        probe_timeout: float = PROBE_TIMEOUT,
     ) -> None:
         self._conninfo = conninfo
         self._application_name = application_name
         self._statement_timeout = statement_timeout
         self._probe_interval = probe_interval
+        self._probe_timeout = probe_timeout
         self._conn: psycopg.AsyncConnection[Any] | None = None
         self._statement_lock = asyncio.Lock()
         self._shutdown = asyncio.Event()
@@ -97,6 +99,7 @@ class ResilientDriver:
         self._probe_heard: asyncio.Event | None = None
         self._last_heard = 0.0
         self.reconnects = 0  # for tests and logs: connections replaced after a loss
+        self.listener_attachments = 0  # LISTEN sessions so far: 1 + re-attachments
         self.statements_sent = 0  # for tests: every statement this driver sent
         self.listening = asyncio.Event()  # set once every subscribed channel is listened to
 
@@ -245,7 +248,9 @@ class ResilientDriver:
             self._listen_conn = conn
             listened: set[str] = set()
             try:
-                await self._listen_to(conn, self._probe_channel, listened)
+                for channel in [self._probe_channel, *self._callbacks]:
+                    await self._listen_to(conn, channel, listened)
+                self.listener_attachments += 1
                 if attached_before:
                     self.reconnects += 1
                     self._wake_all()
@@ -308,7 +313,7 @@ class ResilientDriver:
             heard = self._probe_heard = asyncio.Event()
             try:
                 await self.notify(self._probe_channel, "probe")
-                async with asyncio.timeout(PROBE_TIMEOUT):
+                async with asyncio.timeout(self._probe_timeout):
                     await heard.wait()
             except TimeoutError:
                 if conn is self._listen_conn:
