@@ -20,6 +20,7 @@ import pytest
 from sqlalchemy import func, insert, select, text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
+from zilean.execution.reaper import StalledAttemptReaper
 
 from tests.support.cli import RunningProcess, base_environment, spawn_cli
 from tests.support.target import http_target
@@ -28,8 +29,8 @@ from zilean.db.engine import create_engine
 from zilean.db.migrate import migrate
 from zilean.db.tables import job_attempts, scheduled_jobs
 from zilean.db.urls import libpq_url
-from zilean.execution.enqueue import AttemptArgs, enqueue_attempts
-from zilean.execution.reaper import StalledAttemptReaper
+from zilean.execution.enqueue import enqueue_attempts
+from zilean.execution.payload import AttemptArgs
 
 pytestmark = pytest.mark.acceptance
 

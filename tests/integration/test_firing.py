@@ -6,12 +6,13 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import insert, select, text
+from sqlalchemy import insert, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from tests.support.attempts import queued_args
 from zilean.db.tables import scheduled_jobs
-from zilean.execution.enqueue import Trigger
 from zilean.execution.firing import fire
+from zilean.execution.payload import Trigger
 
 
 async def a_job(engine: AsyncEngine, **columns: Any) -> uuid.UUID:
@@ -30,12 +31,7 @@ async def locks(engine: AsyncEngine, job_id: uuid.UUID) -> dict[str, str]:
 
 
 async def queued_members(engine: AsyncEngine) -> list[tuple[int, int]]:
-    async with engine.connect() as conn:
-        rows = await conn.execute(
-            text("SELECT (args->>'pool_index')::int, (args->>'max_attempts')::int "
-                 "FROM procrastinate_jobs ORDER BY id")
-        )  # fmt: skip
-        return [tuple(row) for row in rows]  # type: ignore[misc]
+    return [(args.pool_index, args.max_attempts) for args in await queued_args(engine)]
 
 
 async def test_a_skip_job_locks_and_queues_every_free_member(engine: AsyncEngine) -> None:

@@ -1,21 +1,46 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
+from collections.abc import Iterator
 
 import psycopg
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
+from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
+from psycopg.types.json import Jsonb
 from sqlalchemy import create_engine
 from sqlalchemy.pool import NullPool
 
-from zilean.db.migrate import head_revision, migrate
+from zilean.db.migrate import MIGRATIONS_DIR, head_revision, migrate
 from zilean.db.schema import HEAD_REVISION, schema_status, wait_for_schema
 from zilean.db.tables import metadata
 from zilean.db.urls import sqlalchemy_url
 from zilean.errors import SchemaError
+
+JOB = "0b5f2a5e-8a49-4f4e-9c39-0f1c8d1e7a11"
+ARGS = {"job_id": JOB, "loop_iteration": 0, "pool_index": 0, "max_attempts": 3, "attempt": 1,
+        "trigger": "schedule", "webhook_hops": None, "webhook_payload": None,
+        "webhook_metadata": None}  # fmt: skip
+
+
+@contextlib.contextmanager
+def alembic_on(database_url: str) -> Iterator[Config]:
+    """Alembic's own config, on a connection to `database_url` (as `migrate` passes it)."""
+    engine = create_engine(sqlalchemy_url(database_url), poolclass=NullPool)
+    try:
+        with engine.connect() as connection:
+            config = Config()
+            config.set_main_option("script_location", str(MIGRATIONS_DIR))
+            config.attributes["connection"] = connection
+            yield config
+            connection.commit()
+    finally:
+        engine.dispose()
 
 
 def test_migrations_produce_exactly_the_schema_the_code_expects(database_url: str) -> None:
@@ -25,9 +50,10 @@ def test_migrations_produce_exactly_the_schema_the_code_expects(database_url: st
             context = MigrationContext.configure(
                 connection,
                 opts={
-                    # Procrastinate owns its tables; only ours are compared.
+                    # The queue engine owns its tables (`test_queue_engine.py` checks them
+                    # against PgQueuer's own declaration); only ours are compared.
                     "include_name": lambda name, kind, _parent: (
-                        not (kind == "table" and (name or "").startswith("procrastinate_"))
+                        not (kind == "table" and (name or "").startswith("pgqueuer"))
                     ),
                     "compare_server_default": True,
                 },
@@ -38,16 +64,65 @@ def test_migrations_produce_exactly_the_schema_the_code_expects(database_url: st
     assert differences == []
 
 
-def test_procrastinate_schema_is_applied(database_url: str) -> None:
-    with psycopg.connect(database_url) as conn:
-        tables = {
-            row[0]
-            for row in conn.execute(
-                "SELECT table_name FROM information_schema.tables "
-                "WHERE table_name LIKE 'procrastinate_%'"
-            )
-        }
-    assert {"procrastinate_jobs", "procrastinate_workers", "procrastinate_events"} <= tables
+def test_a_database_from_the_procrastinate_era_moves_its_queue_across(
+    empty_database_url: str,
+) -> None:
+    """Revision 0009 on a database that Procrastinate queued into, as the previous
+    version left it: waiting and running attempts move with their ids, the running one
+    gets its start marker, new ids start above every one used, Procrastinate is gone."""
+    from procrastinate.schema import SchemaManager
+
+    with alembic_on(empty_database_url) as config:
+        command.upgrade(config, "0008")
+    with psycopg.connect(empty_database_url, autocommit=True) as conn:
+        conn.execute(SchemaManager.get_schema())  # what revision 0001 used to install
+        conn.execute("INSERT INTO scheduled_jobs (id, name) VALUES (%s, 'j')", (JOB,))
+        waiting, running, done = (
+            conn.execute(
+                "INSERT INTO procrastinate_jobs (queue_name, task_name, args, scheduled_at)"
+                " VALUES ('default', 'zilean.attempt', %s, %s) RETURNING id",
+                (Jsonb(args), due),
+            ).fetchone()[0]  # type: ignore[index]
+            for args, due in [
+                ({**ARGS, "attempt": 2}, None),
+                (ARGS, None),
+                (ARGS, None),
+            ]
+        )
+        conn.execute("UPDATE procrastinate_jobs SET status = 'doing' WHERE id IN (%s, %s)",
+                     (running, done))  # fmt: skip
+        conn.execute("UPDATE procrastinate_jobs SET status = 'succeeded' WHERE id = %s", (done,))
+        conn.execute(
+            "INSERT INTO job_attempts (job_id, queue_job_id, state, attempt, max_attempts,"
+            " trigger, pool_index, loop_iteration, attempted_at, finalized_at)"
+            " VALUES (%s, %s, 'succeeded', 1, 3, 'schedule', 0, 0, now(), now())",
+            (JOB, done + 1000),  # a recorded attempt's id above every queue job's
+        )
+    result = migrate(empty_database_url)
+    assert (result.before, result.after) == ("0008", head_revision())
+    with psycopg.connect(empty_database_url, autocommit=True) as conn:
+        moved = conn.execute(
+            "SELECT id, entrypoint, priority, status::text, convert_from(payload, 'UTF8')::jsonb"
+            " FROM pgqueuer ORDER BY id"
+        ).fetchall()
+        markers = conn.execute(
+            "SELECT queue_job_id, state, attempt FROM job_attempts ORDER BY queue_job_id"
+        ).fetchall()
+        next_id = conn.execute(
+            "SELECT nextval(pg_get_serial_sequence('pgqueuer', 'id'))"
+        ).fetchone()
+        leftovers = conn.execute(
+            "SELECT count(*) FROM pg_class WHERE relname LIKE 'procrastinate%'"
+            " UNION ALL SELECT count(*) FROM pg_proc WHERE proname LIKE 'procrastinate%'"
+            " UNION ALL SELECT count(*) FROM pg_type WHERE typname LIKE 'procrastinate%'"
+        ).fetchall()
+    assert moved == [
+        (waiting, "default", 1, "queued", {**ARGS, "attempt": 2}),  # a retry keeps priority
+        (running, "default", 0, "queued", ARGS),
+    ]
+    assert markers == [(running, "running", 1), (done + 1000, "succeeded", 1)]
+    assert next_id == (done + 1001,)
+    assert leftovers == [(0,), (0,), (0,)]
 
 
 def test_the_waiting_services_know_the_newest_revision() -> None:

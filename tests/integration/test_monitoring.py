@@ -34,15 +34,17 @@ from tests.support.monitoring import (
     parse_exposition,
     stored_samples,
 )
+from tests.support.queue_engine import strand
 from tests.support.servers import live_server
 from zilean.api.app import create_core_app
 from zilean.config import Service
-from zilean.db.engine import create_engine
+from zilean.db.engine import create_engine, driver_connection
 from zilean.db.tables import job_call_stats, scheduled_jobs, worker_metrics
 from zilean.db.urls import sqlalchemy_url, with_database
 from zilean.maintenance.metrics import sweep_samples
 from zilean.monitoring.sampling import ProcessSampler, record_sample, run_sampling
 from zilean.monitoring.window import BUCKETS_MESSAGE, SINCE_MESSAGE
+from zilean.queue_engine.statements import NewQueueJob, enqueue
 
 # Health's order: the workers first, then the HTTP services.
 SERVICE_ORDER = [
@@ -580,28 +582,21 @@ async def test_prometheus_counts_attempts_by_job_type_and_outcome_and_never_goes
 async def test_prometheus_reports_queue_depth_per_queue_and_state(
     core_app: FastAPI, engine: AsyncEngine, cast: Cast
 ) -> None:
-    async with engine.begin() as conn:
-        await conn.execute(
-            text(
-                "INSERT INTO procrastinate_jobs (queue_name, task_name, args, status) VALUES "
-                "('default', 'attempt', '{}', 'todo'), ('default', 'attempt', '{}', 'todo'), "
-                "('default', 'attempt', '{}', 'doing'), ('scripts-bash', 'attempt', '{}', 'todo'), "
-                "('default', 'attempt', '{}', 'succeeded'), "  # finished: not depth
-                "('unrouted', 'attempt', '{}', 'todo'), "
-                "('someone-elses', 'attempt', '{}', 'todo')"  # not ours: not published
-            )
-        )
+    await queue(engine, "default")
+    await strand(engine)  # one running, claimed by a worker
+    await queue(engine, "default", "default", "scripts-bash", "unrouted")
+    await queue(engine, "someone-elses")  # not ours: not published
     await core_app.state.metrics_exporter.refresh()
     secret = await create_token(core_app, cast.carol.session, cast.role_ids["read_only"])
     samples = parse_exposition((await scrape(core_app, secret)).text)
     depth = {(lbl["queue"], lbl["state"]): v for lbl, v in samples["zilean_queue_jobs"]}
     queues = ["default", "scripts-bash", "scripts-node", "scripts-groovy", "scripts-python"]
     assert depth == {
-        **{(q, s): 0 for q in queues for s in ("todo", "doing")},
-        ("default", "todo"): 2,
-        ("default", "doing"): 1,
-        ("scripts-bash", "todo"): 1,
-        ("unrouted", "todo"): 1,
+        **{(q, s): 0 for q in queues for s in ("queued", "running")},
+        ("default", "queued"): 2,
+        ("default", "running"): 1,
+        ("scripts-bash", "queued"): 1,
+        ("unrouted", "queued"): 1,
     }
 
 
@@ -613,13 +608,7 @@ async def test_a_scrape_serves_the_snapshot_and_never_reads_the_database(
     await exporter.refresh()
     empty = (await scrape(core_app, secret)).text
     await insert_sample(engine, Service.WORKER)
-    async with engine.begin() as conn:
-        await conn.execute(
-            text(
-                "INSERT INTO procrastinate_jobs (queue_name, task_name, args) "
-                "VALUES ('default', 't', '{}')"
-            )
-        )
+    await queue(engine, "default")
     unchanged = (await scrape(core_app, secret)).text
     await exporter.refresh()
     refreshed = parse_exposition((await scrape(core_app, secret)).text)
@@ -627,7 +616,7 @@ async def test_a_scrape_serves_the_snapshot_and_never_reads_the_database(
     assert "zilean_process_cpu_percent{" not in empty  # never sampled: no line, not a zero
     assert by_label(refreshed, "zilean_process_cpu_percent", "service") == {"worker": 1.5}
     depth = {(lbl["queue"], lbl["state"]): v for lbl, v in refreshed["zilean_queue_jobs"]}
-    assert depth[("default", "todo")] == 1
+    assert depth[("default", "queued")] == 1
 
 
 async def test_a_live_core_samples_itself_refreshes_the_snapshot_and_sweeps_at_start_up(
@@ -684,3 +673,8 @@ async def test_the_sweep_deletes_samples_older_than_30_days_only(engine: AsyncEn
     assert old not in {row.id for row in rows}
     assert {row.service for row in rows} == {"worker", "core"}
     assert await sweep_samples(engine) == 0
+
+
+async def queue(engine: AsyncEngine, *queues: str) -> None:
+    async with engine.begin() as conn:
+        await enqueue(await driver_connection(conn), [NewQueueJob(name, b"{}") for name in queues])

@@ -11,6 +11,8 @@ from typing import Any
 from sqlalchemy import event, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from tests.support.attempts import queued_args
+from tests.support.queue_engine import accept_inserts, refuse_inserts
 from zilean.db.tables import disabled_groups, job_firings, scheduled_jobs
 from zilean.scheduler import Scheduler
 
@@ -28,14 +30,7 @@ async def a_job(engine: AsyncEngine, **columns: Any) -> uuid.UUID:
 
 async def queued(engine: AsyncEngine) -> list[tuple[str, int, str]]:
     """(job id, pool index, trigger) of every queue job, oldest first."""
-    async with engine.connect() as conn:
-        rows = await conn.execute(
-            text(
-                "SELECT args->>'job_id', (args->>'pool_index')::int, args->>'trigger' "
-                "FROM procrastinate_jobs ORDER BY id"
-            )
-        )
-        return [(row[0], row[1], row[2]) for row in rows]
+    return [(args.job_id, args.pool_index, args.trigger) for args in await queued_args(engine)]
 
 
 async def firings(engine: AsyncEngine) -> list[tuple[uuid.UUID, datetime]]:
@@ -255,27 +250,14 @@ async def test_a_failed_firing_is_retried_for_the_same_instant(engine: AsyncEngi
     job_id = await a_job(engine, cron_expression="0 * * * *")
     scheduler = a_scheduler(engine)
     await scheduler.reconcile_once(SUMMER - timedelta(minutes=1))
-    # Make the firing's transaction fail: a trigger refuses every queue insert.
-    async with engine.begin() as conn:
-        await conn.execute(
-            text(
-                "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS "
-                "$$ BEGIN RAISE EXCEPTION 'queue unavailable'; END $$"
-            )
-        )
-        await conn.execute(
-            text(
-                "CREATE TRIGGER refuse BEFORE INSERT ON procrastinate_jobs "
-                "FOR EACH ROW EXECUTE FUNCTION refuse()"
-            )
-        )
+    # Make the firing's transaction fail: the queue refuses every insert.
+    await refuse_inserts(engine)
     assert await scheduler.fire_due(SUMMER) == 1
     assert await firings(engine) == []  # rolled back with the queue insert
     entry = scheduler.entries[job_id]
     assert entry.next_fire == SUMMER
     assert scheduler.next_due() == SUMMER + timedelta(seconds=5)
-    async with engine.begin() as conn:
-        await conn.execute(text("DROP TRIGGER refuse ON procrastinate_jobs"))
+    await accept_inserts(engine)
     assert await scheduler.fire_due(SUMMER + timedelta(seconds=5)) == 1
     assert await firings(engine) == [(job_id, SUMMER)]
 
@@ -288,20 +270,7 @@ async def test_one_failing_firing_in_a_batch_does_not_hold_back_the_others(
     scheduler = a_scheduler(engine)
     await scheduler.reconcile_once(SUMMER - timedelta(minutes=1))
     # Only the bad job's queue insert is refused, so only its firing can fail.
-    async with engine.begin() as conn:
-        await conn.execute(
-            text(
-                "CREATE FUNCTION refuse_one() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-                f"IF NEW.args->>'job_id' = '{bad}' THEN RAISE EXCEPTION 'refused'; END IF; "
-                "RETURN NEW; END $$"
-            )
-        )
-        await conn.execute(
-            text(
-                "CREATE TRIGGER refuse_one BEFORE INSERT ON procrastinate_jobs "
-                "FOR EACH ROW EXECUTE FUNCTION refuse_one()"
-            )
-        )
+    await refuse_inserts(engine, for_job=bad)
     assert await scheduler.fire_due(SUMMER) == 10
     assert sorted(job for job, _ in await firings(engine)) == sorted(good)
     assert sorted(uuid.UUID(job) for job, _, _ in await queued(engine)) == sorted(good)

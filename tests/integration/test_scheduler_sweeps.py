@@ -3,26 +3,30 @@ retention setting behind `GET/PUT /api/settings/queue-jobs`."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from fastapi import FastAPI
-from sqlalchemy import func, insert, select, text
+from sqlalchemy import func, insert, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.support.actors import Cast, client_for
 from tests.support.api import FORBIDDEN, audit_rows
+from tests.support.queue_engine import age
+from zilean.db.engine import driver_connection
 from zilean.db.tables import app_settings, job_attempts, job_call_stats, job_firings, scheduled_jobs
-from zilean.execution.enqueue import Trigger
-from zilean.execution.firing import fire
+from zilean.db.urls import libpq_url
 from zilean.maintenance.history import sweep_history
 from zilean.maintenance.queue_jobs import (
     set_queue_job_retention_days,
     sweep_finished_queue_jobs,
 )
 from zilean.maintenance.sweeps import sweep_all
+from zilean.queue_engine.consumer import Delivery, QueueConsumer
+from zilean.queue_engine.statements import NewQueueJob, QueueJobState, enqueue, queue_job_states
 
 PATH = "/api/settings/queue-jobs"
 
@@ -84,80 +88,84 @@ async def test_the_history_sweep_removes_old_rows_and_keeps_recent_ones(
             assert oldest == days(at_least)
 
 
-async def queue_jobs(engine: AsyncEngine, count: int) -> list[int]:
-    job_id = await a_job(engine, pool_count=count, overlap_policy="allow")
+async def finished_queue_jobs(engine: AsyncEngine, database_url: str) -> list[int]:
+    """Run queue jobs through a real consumer: three finish, one fails and is held, and
+    one, due in a year, still waits. Return their ids in that order."""
+
+    async def handle(delivery: Delivery) -> None:
+        if delivery.payload == b"fail":
+            raise RuntimeError("held for inspection")
+
+    in_a_year = datetime.now(UTC) + timedelta(days=365)
     async with engine.begin() as conn:
-        firing = await fire(conn, job_id, trigger=Trigger.RUN_NOW)
-    return firing.queue_job_ids
+        ids = await enqueue(
+            await driver_connection(conn),
+            [
+                *(NewQueueJob("default", b"ok") for _ in range(3)),
+                NewQueueJob("default", b"fail"),
+                NewQueueJob("default", b"later", due_at=in_a_year),
+            ],
+        )
+    consumer = QueueConsumer(
+        libpq_url(database_url),
+        "default",
+        handle,
+        concurrency=2,
+        application_name="zilean-test-sweep",
+        soft_stop=1.0,
+    )
+    stop = asyncio.Event()
+    running = asyncio.create_task(consumer.run(stop))
+    expected = [*[QueueJobState.FINISHED] * 3, QueueJobState.FAILED, QueueJobState.QUEUED]
+    async with asyncio.timeout(10):
+        while await states(engine) != expected:  # noqa: ASYNC110 (polling the database)
+            await asyncio.sleep(0.02)
+    stop.set()
+    await running
+    return ids
 
 
-async def finish(engine: AsyncEngine, queue_job_id: int, status: str, age_days: float) -> None:
-    """Move a queue job to `status` through Procrastinate's own transitions, then age it."""
-    async with engine.begin() as conn:
-        if status != "cancelled":
-            await conn.execute(
-                text("UPDATE procrastinate_jobs SET status = 'doing' WHERE id = :id"),
-                {"id": queue_job_id},
-            )
-        await conn.execute(
-            text("UPDATE procrastinate_jobs SET status = CAST(:status AS procrastinate_job_status) "
-                 "WHERE id = :id"),
-            {"id": queue_job_id, "status": status},
-        )  # fmt: skip
-        await conn.execute(
-            text("UPDATE procrastinate_events SET at = now() - make_interval(days => :age) "
-                 "WHERE job_id = :id"),
-            {"id": queue_job_id, "age": age_days},
-        )  # fmt: skip
+async def states(engine: AsyncEngine) -> list[QueueJobState]:
+    async with engine.connect() as conn:
+        return [state for _, state in await queue_job_states(await driver_connection(conn))]
 
 
 async def remaining_queue_jobs(engine: AsyncEngine) -> set[int]:
     async with engine.connect() as conn:
-        return set((await conn.execute(text("SELECT id FROM procrastinate_jobs"))).scalars())
+        return {job_id for job_id, _ in await queue_job_states(await driver_connection(conn))}
 
 
 async def test_finished_queue_jobs_older_than_the_retention_are_deleted(
-    engine: AsyncEngine,
+    engine: AsyncEngine, database_url: str
 ) -> None:
-    old_success, old_failure, old_cancel, old_abort, recent, waiting = await queue_jobs(engine, 6)
-    await finish(engine, old_success, "succeeded", 8)
-    await finish(engine, old_failure, "failed", 8)
-    await finish(engine, old_cancel, "cancelled", 8)
-    await finish(engine, old_abort, "aborted", 8)
-    await finish(engine, recent, "succeeded", 6)
-    async with engine.begin() as conn:  # still queued, however old: never deleted
-        await conn.execute(
-            text("UPDATE procrastinate_events SET at = now() - interval '90 days' "
-                 "WHERE job_id = :id"),
-            {"id": waiting},
-        )  # fmt: skip
+    old_success, old_success_too, recent, old_failure, waiting = await finished_queue_jobs(
+        engine, database_url
+    )
+    await age(engine, [old_success, old_success_too, old_failure], days=8)
+    await age(engine, [recent], days=6)
+    await age(engine, [waiting], days=90)  # still queued, however old: never deleted
 
-    assert await sweep_finished_queue_jobs(engine) == 4  # the default keeps 7 days
+    assert await sweep_finished_queue_jobs(engine) > 0  # the default keeps 7 days
     assert await remaining_queue_jobs(engine) == {recent, waiting}
-    async with engine.connect() as conn:
-        orphans = await conn.execute(
-            text("SELECT count(*) FROM procrastinate_events WHERE job_id = ANY(:ids)"),
-            {"ids": [old_success, old_failure, old_cancel, old_abort]},
-        )
-        assert orphans.scalar_one() == 0
     assert await sweep_finished_queue_jobs(engine) == 0
 
     async with engine.begin() as conn:
         assert await set_queue_job_retention_days(conn, 5) == (7, 5)
-    assert await sweep_finished_queue_jobs(engine) == 1
+    assert await sweep_finished_queue_jobs(engine) > 0
     assert await remaining_queue_jobs(engine) == {waiting}
+    assert await states(engine) == [QueueJobState.QUEUED]
 
 
-async def test_the_daily_pass_runs_every_sweep(engine: AsyncEngine) -> None:
-    (old,) = await queue_jobs(engine, 1)
-    await finish(engine, old, "succeeded", 30)
+async def test_the_daily_pass_runs_every_sweep(engine: AsyncEngine, database_url: str) -> None:
+    *finished, waiting = await finished_queue_jobs(engine, database_url)
+    await age(engine, finished, days=30)
     job_id = await a_job(engine)
     async with engine.begin() as conn:
         await conn.execute(
             insert(job_firings).values(job_id=job_id, scheduled_for=func.now() - timedelta(days=3))
         )
     await sweep_all(engine)
-    assert await remaining_queue_jobs(engine) == set()
+    assert await remaining_queue_jobs(engine) == {waiting}
     async with engine.connect() as conn:
         assert (await conn.execute(select(func.count()).select_from(job_firings))).scalar() == 0
 

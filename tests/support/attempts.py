@@ -31,6 +31,7 @@ from zilean.db.engine import driver_connection
 from zilean.db.tables import job_attempts, job_call_stats, scheduled_jobs
 from zilean.db.urls import libpq_url
 from zilean.execution.attempt import AttemptRunner, attempt_handler, interrupt_overrun
+from zilean.execution.payload import AttemptArgs
 from zilean.execution.queues import Queue
 from zilean.jobkinds.http.call import new_client
 from zilean.queue_engine.consumer import QueueConsumer
@@ -172,3 +173,8 @@ async def queue_rows(engine: AsyncEngine) -> list[dict[str, Any]]:
     """The queue jobs still in the engine's table, with how often they were handed back."""
     async with engine.connect() as conn:
         return await queue_jobs(await driver_connection(conn))
+
+
+async def queued_args(engine: AsyncEngine) -> list[AttemptArgs]:
+    """The payload of every queue job still in the engine's table, oldest first."""
+    return [AttemptArgs.from_payload(row["payload"]) for row in await queue_rows(engine)]

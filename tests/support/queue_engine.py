@@ -28,3 +28,50 @@ async def strand(engine: AsyncEngine, *, heartbeat_age: float = 3600.0) -> list[
             {"worker": DEAD_WORKER, "age": heartbeat_age},
         )
         return sorted(int(queue_job_id) for queue_job_id in rows.scalars())
+
+
+async def refuse_inserts(engine: AsyncEngine, *, for_job: uuid.UUID | None = None) -> None:
+    """Make the queue refuse new jobs (of one job only, when `for_job` is given)."""
+    condition = "true"
+    if for_job is not None:
+        condition = f"convert_from(NEW.payload, 'UTF8')::jsonb ->> 'job_id' = '{for_job}'"
+    async with engine.begin() as conn:
+        await conn.execute(
+            text(
+                "CREATE FUNCTION refuse_queue_insert() RETURNS trigger LANGUAGE plpgsql AS $$"
+                f" BEGIN IF {condition} THEN RAISE EXCEPTION 'queue unavailable'; END IF;"
+                " RETURN NEW; END $$"
+            )
+        )
+        await conn.execute(
+            text(
+                "CREATE TRIGGER refuse_queue_insert BEFORE INSERT ON pgqueuer"
+                " FOR EACH ROW EXECUTE FUNCTION refuse_queue_insert()"
+            )
+        )
+
+
+async def accept_inserts(engine: AsyncEngine) -> None:
+    async with engine.begin() as conn:
+        await conn.execute(text("DROP TRIGGER refuse_queue_insert ON pgqueuer"))
+        await conn.execute(text("DROP FUNCTION refuse_queue_insert()"))
+
+
+async def age(engine: AsyncEngine, queue_job_ids: list[int], days: float) -> None:
+    """Make these queue jobs, and their log, look `days` old."""
+    async with engine.begin() as conn:
+        params = {"ids": queue_job_ids, "days": days}
+        await conn.execute(
+            text(
+                "UPDATE pgqueuer_log SET created = now() - make_interval(days => :days)"
+                " WHERE job_id = ANY(:ids)"
+            ),
+            params,
+        )
+        await conn.execute(
+            text(
+                "UPDATE pgqueuer SET created = now() - make_interval(days => :days),"
+                " updated = now() - make_interval(days => :days) WHERE id = ANY(:ids)"
+            ),
+            params,
+        )

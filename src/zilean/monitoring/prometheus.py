@@ -30,7 +30,7 @@ from zilean.queue_engine.statements import QueueJobState, queue_depth
 
 REFRESH_INTERVAL = 60.0  # seconds
 # Waiting and running: the depth an operator alerts on.
-QUEUE_STATES = tuple(str(state) for state in QueueJobState)
+QUEUE_STATES = tuple(str(state) for state in QueueJobState if state.unfinished)
 OUTCOMES = ("completed", "failed")
 
 # (metric name, sample field, help text)

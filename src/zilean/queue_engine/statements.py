@@ -210,16 +210,22 @@ async def take_queued(conn: psycopg.AsyncConnection[Any]) -> list[dict[str, Any]
 SWEEP_BATCH = 5_000  # rows deleted per statement, so no delete runs long
 
 # What retention removes: the log of finished jobs, the per-second statistics, and jobs
-# held as failed. Jobs still queued or picked are never touched, whatever their age.
+# held as failed. Jobs still queued or picked, and their log, are never touched, however
+# old they are.
 _SWEEPS = (
     """
     DELETE FROM pgqueuer_log WHERE id IN (
-        SELECT id FROM pgqueuer_log WHERE created < %(cutoff)s ORDER BY id LIMIT %(batch)s
+        SELECT log.id FROM pgqueuer_log log
+         WHERE log.created < %(cutoff)s
+           AND NOT EXISTS (SELECT 1 FROM pgqueuer job
+                            WHERE job.id = log.job_id AND job.status IN ('queued', 'picked'))
+         ORDER BY log.id LIMIT %(batch)s
     )
     """,
     """
     DELETE FROM pgqueuer_statistics WHERE id IN (
-        SELECT id FROM pgqueuer_statistics WHERE created < %(cutoff)s ORDER BY id LIMIT %(batch)s
+        SELECT id FROM pgqueuer_statistics
+         WHERE created < %(cutoff)s ORDER BY id LIMIT %(batch)s
     )
     """,
     """
