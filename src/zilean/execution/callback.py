@@ -9,15 +9,19 @@ background so they never hold up the queue; `Callbacks.settle` waits for those i
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+import aiohttp
 import structlog
+
+from zilean.jobkinds.http.call import request_target
+from zilean.jobkinds.http.request import ALLOWED_SCHEMES
 
 log = structlog.get_logger(__name__)
 
-CALLBACK_TIMEOUT = 10.0  # seconds for the whole POST
+CALLBACK_TIMEOUT = 10.0  # seconds for the whole POST, connect to response headers
 
 
 @dataclass(frozen=True)
@@ -44,7 +48,7 @@ class FailureReport:
 class Callbacks:
     """Sends failure callbacks without making the attempt wait for them."""
 
-    def __init__(self, client: httpx.AsyncClient, default_url: str | None) -> None:
+    def __init__(self, client: aiohttp.ClientSession, default_url: str | None) -> None:
         self._client = client
         self._default_url = default_url
         self._in_flight: set[asyncio.Task[None]] = set()
@@ -67,7 +71,7 @@ class Callbacks:
 
     async def _post(self, url: str, report: FailureReport) -> None:
         try:
-            response = await self._client.post(url, json=report.body(), timeout=CALLBACK_TIMEOUT)
+            status = await self._send(url, report)
         except Exception as exc:  # a background task: nothing above it would see the error
             log.warning(
                 "failure callback could not be sent",
@@ -76,12 +80,32 @@ class Callbacks:
                 error=type(exc).__name__,
             )
             return
-        if not response.is_success:
+        if not 200 <= status < 300:
             log.warning(
                 "failure callback was refused",
                 action="callback.refused",
                 job_id=report.job_id,
-                status_code=response.status_code,
+                status_code=status,
             )
             return
         log.info("failure callback sent", action="callback.sent", job_id=report.job_id)
+
+    async def _send(self, url: str, report: FailureReport) -> int:
+        """POST the report once and return the response status; a redirect is a refusal."""
+        target, userinfo_auth = request_target(url)
+        if target.scheme not in ALLOWED_SCHEMES:
+            raise aiohttp.NonHttpUrlClientError(target)
+        headers = {"Content-Type": "application/json"}
+        if userinfo_auth is not None:
+            headers["Authorization"] = userinfo_auth
+        # Compact UTF-8 JSON, byte for byte what httpx sent.
+        body = json.dumps(report.body(), ensure_ascii=False, separators=(",", ":"))
+        async with (
+            asyncio.timeout(CALLBACK_TIMEOUT),
+            self._client.post(
+                target, data=body.encode(), headers=headers, allow_redirects=False
+            ) as response,
+        ):
+            # The body is never read: an unread one closes the connection instead of
+            # pooling it, which is cheaper than reading whatever the endpoint sends back.
+            return response.status

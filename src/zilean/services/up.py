@@ -10,6 +10,7 @@ environments.
 from __future__ import annotations
 
 import asyncio
+import http.client
 import os
 import secrets
 import shutil
@@ -19,7 +20,6 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import structlog
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -58,6 +58,7 @@ DEFAULT_ADMIN_USERNAME = "admin@localhost"
 MASTER_KEY_FILE = "settings-encryption.key"
 SCRIPT_KEY_FILE = "script-secrets.key"
 READY_TIMEOUT = 60.0  # seconds
+PROBE_TIMEOUT = 2.0  # seconds for one readiness probe of /healthz
 # What every child needs from the OS to run at all; nothing here is a secret.
 PROCESS_ENVIRONMENT = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "VIRTUAL_ENV")
 # The interpreter each script runtime needs; its worker starts only when it is on PATH.
@@ -224,18 +225,13 @@ async def _announce_ready(
     """Print the ready line once `/healthz` answers, and first-boot credentials once."""
     base = f"http://{options.host}:{options.port}"
     deadline = asyncio.get_running_loop().time() + READY_TIMEOUT
-    async with httpx.AsyncClient(timeout=2.0) as client:
-        while asyncio.get_running_loop().time() < deadline:
-            if server.started:
-                try:
-                    if (await client.get(f"{base}/healthz")).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-            await asyncio.sleep(0.1)
-        else:
-            log.error("zilean did not become healthy", action="up.not_ready", url=base)
-            return
+    while asyncio.get_running_loop().time() < deadline:
+        if server.started and await asyncio.to_thread(_healthz_answers, options.host, options.port):
+            break
+        await asyncio.sleep(0.1)
+    else:
+        log.error("zilean did not become healthy", action="up.not_ready", url=base)
+        return
     lines = [f"Zilean is ready at {base}"]
     if password is not None:
         lines += [
@@ -243,3 +239,20 @@ async def _announce_ready(
             "This password is shown only once; change it after signing in.",
         ]
     print("\n".join(lines), flush=True)
+
+
+def _healthz_answers(host: str, port: int) -> bool:
+    """Return whether `/healthz` answers 200 (blocking; the supervisor runs it in a thread).
+
+    The standard library's client: a few probes at start-up do not justify loading an
+    HTTP library into the supervisor, and http.client ignores proxy variables, which must
+    never divert a probe of our own address.
+    """
+    connection = http.client.HTTPConnection(host, port, timeout=PROBE_TIMEOUT)
+    try:
+        connection.request("GET", "/healthz")
+        return connection.getresponse().status == 200
+    except (OSError, http.client.HTTPException):
+        return False
+    finally:
+        connection.close()

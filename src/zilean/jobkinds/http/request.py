@@ -9,6 +9,8 @@ The order matters because later steps win: method, query params, URL, body, head
 from __future__ import annotations
 
 import base64
+import functools
+import ipaddress
 import json
 import re
 import uuid
@@ -17,13 +19,15 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, unquote_plus, urlencode, urlsplit, urlunsplit
 
-import httpx
+import idna
+from yarl import URL
 
+from zilean.crypto.contexts import auth_context
 from zilean.crypto.secretbox import SecretBox, SecretUnreadable
 from zilean.jobkinds.errors import PermanentCallError
 from zilean.jobkinds.http.template import references, substitute
 from zilean.jobkinds.redaction import redact
-from zilean.registry.auth_secrets import DEFAULT_API_KEY_HEADER, auth_context
+from zilean.registry.auth_secrets import DEFAULT_API_KEY_HEADER
 from zilean.registry.kinds import AuthType
 
 WEBHOOK_HOPS_HEADER = "X-Zilean-Webhook-Hops"
@@ -33,6 +37,19 @@ DEFAULT_METHOD = "GET"
 
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # RFC 9110 method and header names
 _BAD_HEADER_VALUE = re.compile(r"[\r\n\x00]")
+
+MAX_URL_LENGTH = 65_536  # characters
+DEFAULT_PORTS = {"http": 80, "https": 443}
+_IPV4_STYLE = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # ASCII that is not printable
+_UNRESERVED = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~"
+_SUB_DELIMS = "!$&'()*+,;="
+# Characters each part keeps as written (the WHATWG percent-encode sets, as httpx had
+# them); anything else (space, quotes, angle brackets, non-ASCII) is encoded as UTF-8.
+_QUERY_SAFE = _UNRESERVED + "".join(chr(i) for i in range(0x21, 0x7F) if chr(i) not in '"#<>')
+_PATH_SAFE = "".join(c for c in _QUERY_SAFE if c not in "?`{}")
+_USERINFO_SAFE = "".join(c for c in _PATH_SAFE if c not in "/;=@[\\]^|")
+_HOST_SAFE = _UNRESERVED + _SUB_DELIMS + '"`{}%|\\'
 
 
 @dataclass(frozen=True)
@@ -181,16 +198,91 @@ def _body(raw: Any, resolve: _Resolver) -> bytes | None:
     return resolve(text).encode("utf-8")
 
 
+@functools.lru_cache(maxsize=1024)
+def wire_url(url: str) -> URL:
+    """Return `url` the way the request line and `Host` header carry it.
+
+    These are the rules the worker's previous client (httpx) applied, kept so that a
+    job's request did not change with the client: scheme and host lowercased, a
+    non-ASCII host IDNA-encoded, the default port dropped, `.` and `..` path segments
+    resolved, characters a request line cannot carry percent-encoded as UTF-8, and
+    existing `%xx` escapes (and a stray `%`) left exactly as written. The fragment is
+    never sent; userinfo stays in the URL for the caller to turn into basic auth. A
+    trailing `?` with an empty query is not sent (aiohttp cannot express it).
+
+    Raise ValueError for a URL that cannot be sent: a control character, a bad port, an
+    invalid IP address or IDNA host, or one aiohttp's URL type rejects. Results are
+    cached: a job sends the same URL attempt after attempt.
+    """
+    if len(url) > MAX_URL_LENGTH:
+        raise ValueError(f"URL longer than {MAX_URL_LENGTH} characters")
+    # Checked before urlsplit, which would silently drop a tab or a line break.
+    if control := _CONTROL.search(url):
+        raise ValueError(
+            f"non-printable character {control.group()!r} at position {control.start()}"
+        )
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    port = parts.port  # raises ValueError for a port that is not a number in range
+    netloc = ""
+    if parts.netloc:
+        userinfo, at, _ = parts.netloc.rpartition("@")
+        netloc = _quote(userinfo, _USERINFO_SAFE) + at + _wire_host(parts.hostname or "")
+        if port is not None and port != DEFAULT_PORTS.get(scheme):
+            netloc += f":{port}"
+    path = _quote(_resolve_dot_segments(parts.path), _PATH_SAFE)
+    query = f"?{_quote(parts.query, _QUERY_SAFE)}" if parts.query else ""
+    prefix = (f"{scheme}:" if scheme else "") + ("//" if parts.netloc else "")
+    return URL(f"{prefix}{netloc}{path}{query}", encoded=True)
+
+
+def _wire_host(host: str) -> str:
+    if ":" in host:  # urlsplit has already taken the brackets off an IPv6 literal
+        ipaddress.IPv6Address(host)
+        return f"[{host}]"
+    if _IPV4_STYLE.match(host):
+        ipaddress.IPv4Address(host)
+        return host
+    if host.isascii():
+        return _quote(host, _HOST_SAFE)
+    return idna.encode(host).decode("ascii")
+
+
+def _resolve_dot_segments(path: str) -> str:
+    if "." not in path:
+        return path
+    segments = path.split("/")
+    if "." not in segments and ".." not in segments:
+        return path
+    kept: list[str] = []
+    for segment in segments:
+        if segment == "..":
+            if kept and kept != [""]:
+                kept.pop()
+        elif segment != ".":
+            kept.append(segment)
+    return "/".join(kept)
+
+
+def _quote(text: str, safe: str) -> str:
+    """Percent-encode every character `safe` lacks; `%` is safe, so escapes stay as written."""
+    if not text.strip(safe):
+        return text
+    return "".join(
+        char if char in safe else "".join(f"%{byte:02X}" for byte in char.encode()) for char in text
+    )
+
+
 def _check_url(url: str, resolve: _Resolver) -> str:
     try:
         parts = urlsplit(url)
         _ = parts.port  # raises ValueError for a port that is not a number in range
-        httpx.URL(url)
-    except (ValueError, httpx.InvalidURL) as exc:
+        wire_url(url)
+    except ValueError as exc:
         raise resolve.fail(f"url {url!r} is not a valid URL: {exc}") from None
     if parts.scheme.lower() not in ALLOWED_SCHEMES or not parts.hostname:
         raise resolve.fail(f"url {url!r} is not an absolute http or https URL")
-    if parts.password:  # httpx sends URL userinfo as basic auth: it is a credential too
+    if parts.password:  # URL userinfo is sent as basic auth: the password is a credential
         resolve.secrets.update({parts.password, unquote(parts.password)})
     return url
 
