@@ -38,7 +38,7 @@ from tests.support.queue_engine import strand
 from tests.support.servers import live_server
 from zilean.api.app import create_core_app
 from zilean.config import Service
-from zilean.db.engine import create_engine, driver_connection
+from zilean.db.engine import driver_connection
 from zilean.db.tables import job_call_stats, scheduled_jobs, worker_metrics
 from zilean.db.urls import sqlalchemy_url, with_database
 from zilean.maintenance.metrics import sweep_samples
@@ -117,13 +117,13 @@ def at(value: str) -> datetime:
 
 
 async def test_live_answers_null_until_the_service_samples_then_its_latest_sample(
-    core_app: FastAPI, engine: AsyncEngine, cast: Cast
+    core_app: FastAPI, engine: AsyncEngine, database_url: str, cast: Cast
 ) -> None:
     never = await get(core_app, cast.carol.session, "/api/metrics/live", service="core")
     await insert_sample(engine, Service.CORE, age=timedelta(minutes=1), pid=1)
     await insert_sample(engine, Service.UI, pid=3)  # another service's, newer still
     sample = ProcessSampler().sample()
-    await record_sample(engine, Service.CORE, sample)
+    await record_sample(database_url, Service.CORE, sample)
     response = await get(core_app, cast.carol.session, "/api/metrics/live", service="core")
     assert (never.status_code, never.text) == (200, "null")
     assert response.status_code == 200
@@ -162,11 +162,11 @@ async def test_live_reads_the_worker_by_default_and_refuses_unknown_services(
 
 
 async def test_sampling_writes_one_sample_at_once_and_stops_when_asked(
-    engine: AsyncEngine,
+    engine: AsyncEngine, database_url: str
 ) -> None:
     stop = asyncio.Event()
     task = asyncio.create_task(
-        run_sampling(engine, Service.UI, stop, interval=SLOW_INTERVAL_MS / 1000)
+        run_sampling(database_url, Service.UI, stop, interval=SLOW_INTERVAL_MS / 1000)
     )
     try:
         await eventually(lambda: stored_samples(engine, Service.UI), what="a start-up sample")
@@ -185,10 +185,10 @@ async def test_sampling_writes_one_sample_at_once_and_stops_when_asked(
     assert sample["open_fds"] > 0
 
 
-async def test_sampling_repeats_at_its_interval(engine: AsyncEngine) -> None:
+async def test_sampling_repeats_at_its_interval(engine: AsyncEngine, database_url: str) -> None:
     stop = asyncio.Event()
     task = asyncio.create_task(
-        run_sampling(engine, Service.MCP, stop, interval=FAST_INTERVAL_MS / 1000)
+        run_sampling(database_url, Service.MCP, stop, interval=FAST_INTERVAL_MS / 1000)
     )
 
     async def three() -> bool:
@@ -209,7 +209,7 @@ async def test_sampling_repeats_at_its_interval(engine: AsyncEngine) -> None:
 async def test_a_failed_sample_is_logged_and_the_loop_goes_on(
     postgres_admin_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    missing = create_engine(with_database(postgres_admin_url, "zilean_no_such_database"))
+    missing = with_database(postgres_admin_url, "zilean_no_such_database")
     stop = asyncio.Event()
     failures: list[logging.LogRecord] = []
 
@@ -232,7 +232,6 @@ async def test_a_failed_sample_is_logged_and_the_loop_goes_on(
         finally:
             stop.set()
             await asyncio.wait_for(task, timeout=10)
-            await missing.dispose()
     assert task.exception() is None
     assert failures[0].levelno == logging.WARNING
     assert failures[0].msg["service"] == "webhook"  # type: ignore[index]

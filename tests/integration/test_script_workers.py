@@ -178,14 +178,14 @@ async def statuses(app: FastAPI, session: str) -> list[dict[str, Any]]:
 
 
 async def test_status_lists_each_reporting_queue_and_marks_silence_stale(
-    core_app: FastAPI, engine: AsyncEngine, cast: Cast
+    core_app: FastAPI, engine: AsyncEngine, database_url: str, cast: Cast
 ) -> None:
     before = await statuses(core_app, cast.carol.session)
     await report_status(
-        engine, "scripts-bash", HostChecks(sandbox_enforced=True, volumes_root_mounted=False)
+        database_url, "scripts-bash", HostChecks(sandbox_enforced=True, volumes_root_mounted=False)
     )
     await report_status(
-        engine, "scripts-node", HostChecks(sandbox_enforced=False, volumes_root_mounted=True)
+        database_url, "scripts-node", HostChecks(sandbox_enforced=False, volumes_root_mounted=True)
     )
     fresh = await statuses(core_app, cast.carol.session)
     async with engine.begin() as conn:
@@ -197,7 +197,7 @@ async def test_status_lists_each_reporting_queue_and_marks_silence_stale(
     aged = await statuses(core_app, cast.carol.session)
     # A new report replaces the queue's row and makes it fresh again.
     await report_status(
-        engine, "scripts-bash", HostChecks(sandbox_enforced=False, volumes_root_mounted=True)
+        database_url, "scripts-bash", HostChecks(sandbox_enforced=False, volumes_root_mounted=True)
     )
     again = await statuses(core_app, cast.carol.session)
     async with client_for(core_app, cast.dave.session) as dave:

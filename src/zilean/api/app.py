@@ -59,7 +59,7 @@ def create_service_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with sampling(engine, service):
+        async with sampling(settings.database_url, service):
             if background is None:
                 yield
             else:

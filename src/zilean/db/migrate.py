@@ -22,7 +22,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.pool import NullPool
 
-from zilean.db.schema import current_revision, first_line
+from zilean.db.schema import first_line, single_revision
 from zilean.db.urls import redacted, sqlalchemy_url
 from zilean.errors import DatabaseUnavailable, SchemaError
 
@@ -41,6 +41,14 @@ class MigrationResult:
     @property
     def applied(self) -> bool:
         return self.before != self.after
+
+
+def current_revision(connection: Connection) -> str | None:
+    """The revision the database records, None when it records none."""
+    if connection.execute(text("SELECT to_regclass('alembic_version')")).scalar() is None:
+        return None
+    heads = connection.execute(text("SELECT version_num FROM alembic_version")).scalars()
+    return single_revision(list(heads))
 
 
 def _alembic_config(connection: Connection | None = None) -> Config:

@@ -1,21 +1,20 @@
 """Which schema revision the database is at, and waiting for core to reach ours.
 
 Every service but core only waits, so this module reads `alembic_version` with plain
-SQL: loading Alembic itself would cost each worker process several megabytes.
-`tests/integration/test_migrations.py` checks `HEAD_REVISION` against Alembic's head.
+SQL on psycopg: loading Alembic, or even SQLAlchemy, would cost each worker process
+megabytes. `tests/integration/test_migrations.py` checks `HEAD_REVISION` against
+Alembic's head.
 """
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
+import psycopg
 import structlog
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import Connection
-from sqlalchemy.exc import OperationalError
-from sqlalchemy.pool import NullPool
 
-from zilean.db.urls import redacted, sqlalchemy_url
+from zilean.db.urls import libpq_url, redacted
 from zilean.errors import SchemaError
 from zilean.loops import wait_for_stop
 
@@ -25,11 +24,15 @@ HEAD_REVISION = "0009"  # the newest revision in db/migrations/versions
 SCHEMA_POLL_INTERVAL = 2.0  # seconds between checks while waiting for core
 
 
-def current_revision(connection: Connection) -> str | None:
-    """The revision the database records, None when it records none."""
-    if connection.execute(text("SELECT to_regclass('alembic_version')")).scalar() is None:
-        return None
-    heads = list(connection.execute(text("SELECT version_num FROM alembic_version")).scalars())
+def recorded_revisions(connection: psycopg.Connection[Any]) -> list[str]:
+    """The revisions `alembic_version` records (none when the table does not exist)."""
+    if connection.execute("SELECT to_regclass('alembic_version')").fetchone() == (None,):
+        return []
+    return [str(row[0]) for row in connection.execute("SELECT version_num FROM alembic_version")]
+
+
+def single_revision(heads: list[str]) -> str | None:
+    """The one recorded revision, None for none; several is a database to fix by hand."""
     if len(heads) > 1:
         raise SchemaError(
             f"the database records several schema revisions ({', '.join(sorted(heads))}); "
@@ -38,20 +41,18 @@ def current_revision(connection: Connection) -> str | None:
     return heads[0] if heads else None
 
 
-def first_line(exc: OperationalError) -> str:
-    return str(exc.orig).strip().splitlines()[0]
+def first_line(exc: BaseException) -> str:
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def schema_status(database_url: str) -> str | None:
     """Return None when the schema is at the head revision, else why it is not ready."""
-    engine = create_engine(sqlalchemy_url(database_url), poolclass=NullPool)
     try:
-        with engine.connect() as connection:
-            current = current_revision(connection)
-    except OperationalError as exc:
+        with psycopg.connect(libpq_url(database_url), connect_timeout=5) as connection:
+            current = single_revision(recorded_revisions(connection))
+    except psycopg.OperationalError as exc:
         return f"database unreachable: {first_line(exc)}"
-    finally:
-        engine.dispose()
     if current == HEAD_REVISION:
         return None
     return f"schema at revision {current or 'none'}, waiting for revision {HEAD_REVISION}"

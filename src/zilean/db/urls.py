@@ -20,7 +20,7 @@ def sqlalchemy_url(url: str) -> str:
 
 
 def libpq_url(url: str) -> str:
-    """Return a URL libpq (psycopg, Procrastinate) accepts as conninfo."""
+    """Return a URL libpq (psycopg) accepts as conninfo."""
     return _with_scheme(url, "postgresql")
 
 

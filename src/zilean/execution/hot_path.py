@@ -24,12 +24,11 @@ import structlog
 from psycopg.rows import dict_row
 
 from zilean.db.deadline import deadline
-from zilean.db.urls import libpq_url
+from zilean.db.direct import connect
 
 log = structlog.get_logger(__name__)
 
 STATEMENT_TIMEOUT = 5.0  # seconds; both statements normally take about a millisecond
-CONNECT_TIMEOUT = 5  # seconds (libpq takes whole seconds)
 
 
 class HotConnections:
@@ -43,7 +42,7 @@ class HotConnections:
         statement_timeout: float = STATEMENT_TIMEOUT,
         application_name: str = "zilean-worker",
     ) -> None:
-        self._conninfo = libpq_url(database_url)
+        self._database_url = database_url
         self._slots = asyncio.Semaphore(max_size)
         self._idle: list[psycopg.AsyncConnection[Any]] = []
         self._statement_timeout = statement_timeout
@@ -96,14 +95,7 @@ class HotConnections:
         self._idle.clear()
 
     async def _connect(self) -> psycopg.AsyncConnection[Any]:
-        return await psycopg.AsyncConnection.connect(
-            self._conninfo,
-            autocommit=True,
-            connect_timeout=CONNECT_TIMEOUT,
-            application_name=self._application_name,
-            # Timestamps leave the database in UTC, as from the services' SQLAlchemy engine.
-            options="-c timezone=UTC",
-        )
+        return await connect(self._database_url, application_name=self._application_name)
 
 
 async def _discard(conn: psycopg.AsyncConnection[Any]) -> None:

@@ -15,14 +15,12 @@ import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 import psutil
-from sqlalchemy import insert
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from zilean.config import Service
-from zilean.db.tables import worker_metrics
+from zilean.db.direct import short_connection
 from zilean.loops import every
 
 SAMPLE_INTERVAL = 60.0  # seconds
@@ -74,13 +72,21 @@ class ProcessSampler:
             )
 
 
-async def record_sample(engine: AsyncEngine, service: Service, sample: ProcessSample) -> None:
-    async with engine.begin() as conn:
-        await conn.execute(insert(worker_metrics).values(service=str(service), **asdict(sample)))
+_FIELDS = tuple(field.name for field in fields(ProcessSample))
+_RECORD = (
+    f"INSERT INTO worker_metrics (service, {', '.join(_FIELDS)})"  # noqa: S608 (constants)
+    f" VALUES (%(service)s, {', '.join(f'%({name})s' for name in _FIELDS)})"
+)
+
+
+async def record_sample(database_url: str, service: Service, sample: ProcessSample) -> None:
+    """Write one sample, on a connection of its own (once a minute: not worth keeping)."""
+    async with short_connection(database_url, application_name=f"zilean-{service}") as conn:
+        await conn.execute(_RECORD, {"service": str(service), **asdict(sample)})
 
 
 async def run_sampling(
-    engine: AsyncEngine,
+    database_url: str,
     service: Service,
     stop: asyncio.Event,
     *,
@@ -90,7 +96,7 @@ async def run_sampling(
     sampler = ProcessSampler()
 
     async def step() -> None:
-        await record_sample(engine, service, sampler.sample())
+        await record_sample(database_url, service, sampler.sample())
 
     await every(
         interval,
@@ -103,11 +109,11 @@ async def run_sampling(
 
 
 @asynccontextmanager
-async def sampling(engine: AsyncEngine, service: Service) -> AsyncIterator[None]:
+async def sampling(database_url: str, service: Service) -> AsyncIterator[None]:
     """Sample `service` in the background for as long as the block runs."""
     stop = asyncio.Event()
     task = asyncio.create_task(
-        run_sampling(engine, service, stop), name=f"zilean-sampling-{service}"
+        run_sampling(database_url, service, stop), name=f"zilean-sampling-{service}"
     )
     try:
         yield

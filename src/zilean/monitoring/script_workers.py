@@ -9,13 +9,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+import psycopg
 import structlog
-from sqlalchemy import func, select
-from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from psycopg.rows import dict_row
 
 from zilean.config import ScriptWorkerSettings
-from zilean.db.tables import script_worker_status
+from zilean.db.direct import short_connection
 from zilean.execution.queues import RUNTIME_QUEUES
 from zilean.jobkinds.script.host import sandbox_enforced, volumes_root_mounted
 from zilean.loops import every
@@ -24,8 +23,6 @@ log = structlog.get_logger(__name__)
 
 REPORT_INTERVAL = 60.0  # seconds
 STALE_AFTER = timedelta(minutes=3)
-
-status = script_worker_status.c
 
 
 @dataclass(frozen=True)
@@ -42,7 +39,19 @@ async def check_host(settings: ScriptWorkerSettings) -> HostChecks:
     )
 
 
-async def report_status(engine: AsyncEngine, queue: str, checks: HostChecks) -> None:
+_REPORT = """
+INSERT INTO script_worker_status
+       (queue, hostname, pid, sandbox_enforced, volumes_root_mounted, updated_at)
+VALUES (%(queue)s, %(hostname)s, %(pid)s, %(sandbox_enforced)s, %(volumes_root_mounted)s, now())
+ON CONFLICT (queue) DO UPDATE
+   SET hostname = excluded.hostname, pid = excluded.pid,
+       sandbox_enforced = excluded.sandbox_enforced,
+       volumes_root_mounted = excluded.volumes_root_mounted, updated_at = now()
+"""
+
+
+async def report_status(database_url: str, queue: str, checks: HostChecks) -> None:
+    """Write (or refresh) this queue's status row, on a connection of its own."""
     values = {
         "queue": queue,
         "hostname": socket.gethostname(),
@@ -50,20 +59,12 @@ async def report_status(engine: AsyncEngine, queue: str, checks: HostChecks) -> 
         "sandbox_enforced": checks.sandbox_enforced,
         "volumes_root_mounted": checks.volumes_root_mounted,
     }
-    statement = insert(script_worker_status).values(**values)
-    statement = statement.on_conflict_do_update(
-        index_elements=[status.queue],
-        set_={
-            **{k: statement.excluded[k] for k in values if k != "queue"},
-            "updated_at": func.now(),
-        },
-    )
-    async with engine.begin() as conn:
-        await conn.execute(statement)
+    async with short_connection(database_url, application_name="zilean-script-worker") as conn:
+        await conn.execute(_REPORT, values)
 
 
 async def run_status_reports(
-    engine: AsyncEngine,
+    database_url: str,
     settings: ScriptWorkerSettings,
     stop: asyncio.Event,
     *,
@@ -86,7 +87,7 @@ async def run_status_reports(
     )
 
     async def step() -> None:
-        await report_status(engine, queue, checks)
+        await report_status(database_url, queue, checks)
 
     await every(
         interval,
@@ -97,15 +98,13 @@ async def run_status_reports(
     )
 
 
-async def worker_statuses(conn: AsyncConnection) -> list[dict[str, Any]]:
+async def worker_statuses(conn: psycopg.AsyncConnection[Any]) -> list[dict[str, Any]]:
     """One entry per script queue that has reported; stale after 3 minutes of silence."""
-    rows = await conn.execute(
-        select(
-            status.queue,
-            status.sandbox_enforced,
-            status.volumes_root_mounted,
-            status.updated_at,
-            (func.now() - status.updated_at > STALE_AFTER).label("stale"),
-        ).order_by(status.queue)
+    cursor = conn.cursor(row_factory=dict_row)
+    await cursor.execute(
+        "SELECT queue, sandbox_enforced, volumes_root_mounted, updated_at,"
+        " now() - updated_at > %(stale_after)s AS stale"
+        " FROM script_worker_status ORDER BY queue",
+        {"stale_after": STALE_AFTER},
     )
-    return [dict(row._mapping) for row in rows]
+    return await cursor.fetchall()

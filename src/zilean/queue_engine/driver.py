@@ -39,12 +39,12 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from zilean.db.deadline import deadline, sever
+from zilean.db.direct import connect
 from zilean.queue_engine.statements import QUEUE_TABLE
 
 log = structlog.get_logger(__name__)
 
 STATEMENT_TIMEOUT = 5.0  # seconds; PgQueuer's statements take milliseconds
-CONNECT_TIMEOUT = 5  # seconds (libpq takes whole seconds)
 RECONNECT_BACKOFF = (0.1, 0.25, 0.5, 1.0)  # seconds between attempts; the last one repeats
 LISTEN_TICK = 0.5  # seconds: how often the listener checks for channels to add
 PROBE_INTERVAL = 5.0  # seconds of listener silence before it probes itself
@@ -211,13 +211,7 @@ class ResilientDriver:
         failures = 0
         while True:
             try:
-                conn = await psycopg.AsyncConnection.connect(
-                    self._conninfo,
-                    autocommit=True,
-                    connect_timeout=CONNECT_TIMEOUT,
-                    application_name=self._application_name,
-                    options="-c timezone=UTC",
-                )
+                conn = await connect(self._conninfo, application_name=self._application_name)
             except psycopg.OperationalError as exc:
                 if not self._retrying:
                     raise DriverStopped(_first_line(exc)) from exc

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 import structlog
 
 from zilean.config import ScriptWorkerSettings, Service, WorkerSettings
-from zilean.db.engine import create_engine
 from zilean.db.schema import wait_for_schema
 from zilean.db.urls import libpq_url
 from zilean.execution.queues import SERVICE_QUEUES
@@ -69,13 +68,14 @@ async def _serve(
         concurrency=settings.max_concurrency,
         timezone=settings.timezone,
     )
-    # One small pool for the metrics samples and status reports.
-    probe = create_engine(settings.database_url, pool_size=1, max_overflow=1)
-    monitors = [asyncio.create_task(run_sampling(probe, service, stop), name="zilean-sampling")]
+    database_url = settings.database_url
+    monitors = [
+        asyncio.create_task(run_sampling(database_url, service, stop), name="zilean-sampling")
+    ]
     if isinstance(settings, ScriptWorkerSettings):
         monitors.append(
             asyncio.create_task(
-                run_status_reports(probe, settings, stop), name="zilean-script-status"
+                run_status_reports(database_url, settings, stop), name="zilean-script-status"
             )
         )
     try:
@@ -87,7 +87,6 @@ async def _serve(
     finally:
         stop.set()
         await asyncio.gather(*monitors)
-        await probe.dispose()
     log.info("stopped", action="service.stopped")
 
 

@@ -11,6 +11,7 @@ from zilean.api.routes.activity import Buckets, Since
 from zilean.auth.permissions import Permission
 from zilean.auth.principal import Principal
 from zilean.config import ScriptRuntime
+from zilean.db.engine import driver_connection
 from zilean.execution.queues import JOB_TYPE_QUEUES, RUNTIME_QUEUES
 from zilean.monitoring.activity import worker_invocations
 from zilean.monitoring.samples import (
@@ -104,4 +105,4 @@ async def script_liveness(request: Request, _: ScriptAuthor) -> dict[str, Any]:
 async def script_worker_status(request: Request, _: VolumesReader) -> list[dict[str, Any]]:
     """Per script queue that has reported: its sandbox and volumes-root checks, and staleness."""
     async with request.app.state.engine.connect() as conn:
-        return await worker_statuses(conn)
+        return await worker_statuses(await driver_connection(conn))

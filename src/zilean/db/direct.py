@@ -1,0 +1,40 @@
+"""Plain psycopg connections, for the code that runs without SQLAlchemy.
+
+Workers never load SQLAlchemy (about 14 MiB per process): their attempt statements,
+queue engine, samples and status reports all use connections made here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import psycopg
+
+from zilean.db.urls import libpq_url
+
+CONNECT_TIMEOUT = 5  # seconds (libpq takes whole seconds)
+
+
+async def connect(database_url: str, *, application_name: str) -> psycopg.AsyncConnection[Any]:
+    """An autocommit connection whose timestamps come back in UTC, as from the engine."""
+    return await psycopg.AsyncConnection.connect(
+        libpq_url(database_url),
+        autocommit=True,
+        connect_timeout=CONNECT_TIMEOUT,
+        application_name=application_name,
+        options="-c timezone=UTC",
+    )
+
+
+@asynccontextmanager
+async def short_connection(
+    database_url: str, *, application_name: str
+) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+    """A connection for one write now and then (a sample, a status report), then closed."""
+    conn = await connect(database_url, application_name=application_name)
+    try:
+        yield conn
+    finally:
+        await conn.close()
