@@ -2,7 +2,7 @@
 
 Keys live in code, not in a table, so a key added here is granted to every Super Admin
 at once, with no migration. `settings:queue_jobs` is our name for the spec's
-`settings:river_jobs` (the queue engine is Procrastinate, not River).
+`settings:river_jobs` (the queue engine is PgQueuer, not River).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """How long finished queue jobs are kept.
 
 `settings:queue_jobs` and `/api/settings/queue-jobs` are our names for the spec's
-`settings:river_jobs` and `/api/settings/river-jobs` (the queue engine is Procrastinate).
+`settings:river_jobs` and `/api/settings/river-jobs` (the queue engine is PgQueuer).
 """
 
 from __future__ import annotations
