@@ -248,37 +248,40 @@ async def test_a_killed_worker_is_replaced_and_its_attempts_are_settled(tmp_path
             print(f"SIGKILL: attempts recorded again {recovery:.1f}s after the new worker")
 
 
-async def test_the_worker_recovers_from_a_postgres_restart(tmp_path: Path) -> None:
+async def _restart(url: str, pgdata: Path) -> None:
+    await asyncio.to_thread(_pg_ctl, pgdata, "restart")
+
+
+async def _kill_backends(url: str, pgdata: Path) -> None:
+    await asyncio.to_thread(_storm, url, 5.0)
+
+
+async def _outage(url: str, pgdata: Path) -> None:
+    options = _server_options(pgdata)
+    await asyncio.to_thread(_pg_ctl, pgdata, "stop")
+    await asyncio.sleep(OUTAGE)  # the fault itself: Postgres is down this long
+    await asyncio.to_thread(_pg_ctl, pgdata, "start", "-o", options)
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        _restart,  # pg_ctl restart -m fast: every connection drops, Postgres is back at once
+        _kill_backends,  # pg_terminate_backend of every other backend every 200 ms for 5 s
+        _outage,  # pg_ctl stop, 40 s, pg_ctl start
+    ],
+    ids=["postgres restart", "backend-kill storm", "40-second outage"],
+)
+async def test_the_worker_recovers_from_a_database_fault(
+    tmp_path: Path, fault: Callable[[str, Path], Awaitable[None]]
+) -> None:
     with own_postgres(tmp_path) as (url, pgdata):
         async with steady_stream(url) as stream:
             await asyncio.sleep(2.0)
-            await asyncio.to_thread(_pg_ctl, pgdata, "restart")
+            await fault(url, pgdata)
             back = time.time()
             recovery = await _within(RECOVERY_BOUND, lambda: _has_recorded(stream.engine, back))
-            print(f"restart: attempts recorded again {recovery:.1f}s after Postgres was back")
-
-
-async def test_the_worker_recovers_from_a_backend_termination_storm(tmp_path: Path) -> None:
-    with own_postgres(tmp_path) as (url, _):
-        async with steady_stream(url) as stream:
-            await asyncio.sleep(2.0)
-            await asyncio.to_thread(_storm, url, 5.0)
-            back = time.time()
-            recovery = await _within(RECOVERY_BOUND, lambda: _has_recorded(stream.engine, back))
-            print(f"storm: attempts recorded again {recovery:.1f}s after the storm")
-
-
-async def test_the_worker_recovers_from_a_40_second_outage(tmp_path: Path) -> None:
-    with own_postgres(tmp_path) as (url, pgdata):
-        async with steady_stream(url) as stream:
-            await asyncio.sleep(2.0)
-            options = _server_options(pgdata)
-            await asyncio.to_thread(_pg_ctl, pgdata, "stop")
-            await asyncio.sleep(OUTAGE)  # the fault itself: Postgres is down this long
-            await asyncio.to_thread(_pg_ctl, pgdata, "start", "-o", options)
-            back = time.time()
-            recovery = await _within(RECOVERY_BOUND, lambda: _has_recorded(stream.engine, back))
-            print(f"outage: attempts recorded again {recovery:.1f}s after Postgres was back")
+            print(f"{fault.__name__}: attempts recorded again {recovery:.1f}s after the fault")
 
 
 async def test_the_worker_replaces_half_open_connections(tmp_path: Path) -> None:

@@ -1,14 +1,17 @@
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 
+import aiohttp
 import pytest
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.support.actors import Cast, build_cast
+from tests.support.target import HttpTarget, http_target
 from zilean.api.app import create_core_app
 from zilean.config import CoreSettings, Service, UiSettings, load_settings
+from zilean.jobkinds.http.call import new_client
 from zilean.ui.app import create_ui_app
 
 KEY = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
@@ -50,3 +53,17 @@ def ui_factory(database_url: str, engine: AsyncEngine) -> Callable[..., FastAPI]
 @pytest.fixture
 def ui_app(ui_factory: Callable[..., FastAPI]) -> FastAPI:
     return ui_factory()
+
+
+@pytest.fixture
+def target() -> Iterator[HttpTarget]:
+    """A recording HTTP target on loopback."""
+    with http_target() as target:
+        yield target
+
+
+@pytest.fixture
+async def http_session() -> AsyncIterator[aiohttp.ClientSession]:
+    """The HTTP worker's session (`new_client`), for calls made by hand."""
+    async with new_client(10) as session:
+        yield session

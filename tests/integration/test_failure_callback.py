@@ -4,30 +4,16 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import aiohttp
 import pytest
 
 from tests.support.servers import free_port
-from tests.support.target import HttpTarget, ScriptedResponse, http_target
+from tests.support.target import HttpTarget, ScriptedResponse
 from zilean.execution.callback import Callbacks, FailureReport
-from zilean.jobkinds.http.call import new_client
 
 REPORT = FailureReport("job-1", "nightly sync", 3, "endpoint returned status 500: é", 500)
-
-
-@pytest.fixture
-def target() -> Iterator[HttpTarget]:
-    with http_target() as target:
-        yield target
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[aiohttp.ClientSession]:
-    async with new_client(10) as client:
-        yield client
 
 
 def logged(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
@@ -35,9 +21,9 @@ def logged(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
 
 
 async def test_it_posts_the_report_once_as_compact_json(
-    target: HttpTarget, client: aiohttp.ClientSession, caplog: pytest.LogCaptureFixture
+    target: HttpTarget, http_session: aiohttp.ClientSession, caplog: pytest.LogCaptureFixture
 ) -> None:
-    callbacks = Callbacks(client, default_url=None)
+    callbacks = Callbacks(http_session, default_url=None)
 
     with caplog.at_level(logging.INFO):
         callbacks.send(f"{target.base_url}/failed", REPORT)
@@ -57,12 +43,12 @@ async def test_it_posts_the_report_once_as_compact_json(
 @pytest.mark.parametrize("status", [302, 404, 500])  # a redirect is not followed: refused
 async def test_a_non_2xx_answer_is_logged_as_refused_and_not_retried(
     target: HttpTarget,
-    client: aiohttp.ClientSession,
+    http_session: aiohttp.ClientSession,
     caplog: pytest.LogCaptureFixture,
     status: int,
 ) -> None:
     target.respond(ScriptedResponse(status, b"no", {"Location": f"{target.base_url}/moved"}))
-    callbacks = Callbacks(client, default_url=None)
+    callbacks = Callbacks(http_session, default_url=None)
 
     with caplog.at_level(logging.INFO):
         callbacks.send(f"{target.base_url}/failed", REPORT)
@@ -86,9 +72,9 @@ async def test_a_non_2xx_answer_is_logged_as_refused_and_not_retried(
     ],
 )
 async def test_a_callback_that_cannot_be_sent_is_only_logged(
-    client: aiohttp.ClientSession, caplog: pytest.LogCaptureFixture, url: str
+    http_session: aiohttp.ClientSession, caplog: pytest.LogCaptureFixture, url: str
 ) -> None:
-    callbacks = Callbacks(client, default_url=None)
+    callbacks = Callbacks(http_session, default_url=None)
 
     with caplog.at_level(logging.INFO):
         callbacks.send(url.format(port=free_port()), REPORT)
@@ -98,8 +84,8 @@ async def test_a_callback_that_cannot_be_sent_is_only_logged(
     assert (entry["action"], entry["job_id"]) == ("callback.failed", "job-1")
 
 
-async def test_the_jobs_url_wins_over_the_workers(client: aiohttp.ClientSession) -> None:
-    callbacks = Callbacks(client, default_url="http://worker.example/failed")
+async def test_the_jobs_url_wins_over_the_workers(http_session: aiohttp.ClientSession) -> None:
+    callbacks = Callbacks(http_session, default_url="http://worker.example/failed")
 
     assert callbacks.url_for(" http://job.example/failed ") == "http://job.example/failed"
     assert callbacks.url_for("") == "http://worker.example/failed"

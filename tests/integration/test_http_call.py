@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -16,14 +16,13 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from tests.support.servers import free_port, live_server
-from tests.support.target import HttpTarget, ScriptedResponse, http_target
+from tests.support.target import HttpTarget, ScriptedResponse
 from zilean.jobkinds.errors import CallError
 from zilean.jobkinds.http.call import (
     MAX_RESPONSE_BYTES,
     SNIPPET_CHARS,
     CallOutcome,
     last_call,
-    new_client,
     perform,
     status_error,
 )
@@ -34,18 +33,6 @@ TOKEN = "tok-secret-123"
 SECRET_VARIABLE = "var-secret-456"
 VARIABLES = {"TOKEN": TOKEN, "SECRET": SECRET_VARIABLE, "REGION": "eu"}
 TIMEOUT_MS = 5_000
-
-
-@pytest.fixture
-def target() -> Iterator[HttpTarget]:
-    with http_target() as target:
-        yield target
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[aiohttp.ClientSession]:
-    async with new_client(10) as client:
-        yield client
 
 
 def spec_for(
@@ -74,7 +61,7 @@ def spec_for(
 
 
 async def test_it_sends_the_request_as_built(
-    target: HttpTarget, client: aiohttp.ClientSession
+    target: HttpTarget, http_session: aiohttp.ClientSession
 ) -> None:
     spec = spec_for(
         f"{target.base_url}/sync/{{{{ REGION }}}}?keep=1&mode=old",
@@ -88,7 +75,7 @@ async def test_it_sends_the_request_as_built(
         pool_index=1,
     )
 
-    outcome = await perform(client, spec, timeout_ms=TIMEOUT_MS)
+    outcome = await perform(http_session, spec, timeout_ms=TIMEOUT_MS)
 
     assert outcome.ok
     [sent] = target.requests
@@ -105,26 +92,28 @@ async def test_it_sends_the_request_as_built(
 
 
 async def test_basic_and_api_key_auth_reach_the_target(
-    target: HttpTarget, client: aiohttp.ClientSession
+    target: HttpTarget, http_session: aiohttp.ClientSession
 ) -> None:
     basic = spec_for(
         target.base_url, auth_type="basic", auth_config={"username": "alice"}, auth_secret=""
     )
     api_key = spec_for(target.base_url, auth_type="api_key", auth_secret="{{TOKEN}}")
 
-    await perform(client, basic, timeout_ms=TIMEOUT_MS)
-    await perform(client, api_key, timeout_ms=TIMEOUT_MS)
+    await perform(http_session, basic, timeout_ms=TIMEOUT_MS)
+    await perform(http_session, api_key, timeout_ms=TIMEOUT_MS)
 
     first, second = target.requests
     assert first.headers["authorization"] == "Basic YWxpY2U6"  # alice: with no password
     assert second.headers["x-api-key"] == TOKEN
 
 
-async def test_a_2xx_response_succeeds(target: HttpTarget, client: aiohttp.ClientSession) -> None:
+async def test_a_2xx_response_succeeds(
+    target: HttpTarget, http_session: aiohttp.ClientSession
+) -> None:
     target.respond(ScriptedResponse(204, b""), ScriptedResponse(299, b'{"result": 1}'))
 
-    no_content = await perform(client, spec_for(target.base_url), timeout_ms=TIMEOUT_MS)
-    edge = await perform(client, spec_for(target.base_url), timeout_ms=TIMEOUT_MS)
+    no_content = await perform(http_session, spec_for(target.base_url), timeout_ms=TIMEOUT_MS)
+    edge = await perform(http_session, spec_for(target.base_url), timeout_ms=TIMEOUT_MS)
 
     assert (no_content.ok, no_content.status_code, no_content.body) == (True, 204, b"")
     assert (edge.ok, edge.status_code, edge.body) == (True, 299, b'{"result": 1}')
@@ -132,12 +121,12 @@ async def test_a_2xx_response_succeeds(target: HttpTarget, client: aiohttp.Clien
 
 
 async def test_a_500_is_a_retryable_failure_with_its_status(
-    target: HttpTarget, client: aiohttp.ClientSession
+    target: HttpTarget, http_session: aiohttp.ClientSession
 ) -> None:
     target.respond(ScriptedResponse(500, b"database is down"))
     spec = spec_for(target.base_url)
 
-    outcome = await perform(client, spec, timeout_ms=TIMEOUT_MS)
+    outcome = await perform(http_session, spec, timeout_ms=TIMEOUT_MS)
 
     assert (outcome.ok, outcome.status_code) == (False, 500)
     error = status_error(spec, outcome)
@@ -148,12 +137,12 @@ async def test_a_500_is_a_retryable_failure_with_its_status(
 
 
 async def test_a_429_keeps_its_retry_after(
-    target: HttpTarget, client: aiohttp.ClientSession
+    target: HttpTarget, http_session: aiohttp.ClientSession
 ) -> None:
     target.respond(ScriptedResponse(429, b"slow down", {"Retry-After": "7"}))
     spec = spec_for(target.base_url)
 
-    outcome = await perform(client, spec, timeout_ms=TIMEOUT_MS)
+    outcome = await perform(http_session, spec, timeout_ms=TIMEOUT_MS)
 
     assert (outcome.ok, outcome.status_code, outcome.retry_after) == (False, 429, "7")
     error = status_error(spec, outcome)
@@ -163,26 +152,26 @@ async def test_a_429_keeps_its_retry_after(
 
 @pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
 async def test_a_redirect_is_not_followed(
-    target: HttpTarget, client: aiohttp.ClientSession, status: int
+    target: HttpTarget, http_session: aiohttp.ClientSession, status: int
 ) -> None:
     target.respond(ScriptedResponse(status, b"", {"Location": f"{target.base_url}/elsewhere"}))
     spec = spec_for(f"{target.base_url}/old", http_method="post")
 
-    outcome = await perform(client, spec, timeout_ms=TIMEOUT_MS)
+    outcome = await perform(http_session, spec, timeout_ms=TIMEOUT_MS)
 
     assert (outcome.ok, outcome.status_code) == (False, status)
     assert [sent.path for sent in target.requests] == ["/old"]
 
 
 async def test_no_cookie_is_carried_from_one_call_to_the_next(
-    target: HttpTarget, client: aiohttp.ClientSession
+    target: HttpTarget, http_session: aiohttp.ClientSession
 ) -> None:
     target.respond(ScriptedResponse(200, b"", {"Set-Cookie": "session=job-a; Path=/"}))
 
-    await perform(client, spec_for(f"{target.base_url}/a"), timeout_ms=TIMEOUT_MS)
-    await perform(client, spec_for(f"{target.base_url}/b"), timeout_ms=TIMEOUT_MS)
+    await perform(http_session, spec_for(f"{target.base_url}/a"), timeout_ms=TIMEOUT_MS)
+    await perform(http_session, spec_for(f"{target.base_url}/b"), timeout_ms=TIMEOUT_MS)
     own = spec_for(f"{target.base_url}/c", headers={"Cookie": "mine=1"})
-    await perform(client, own, timeout_ms=TIMEOUT_MS)
+    await perform(http_session, own, timeout_ms=TIMEOUT_MS)
 
     first, second, third = target.requests
     assert "cookie" not in first.headers
@@ -191,29 +180,29 @@ async def test_no_cookie_is_carried_from_one_call_to_the_next(
 
 
 async def test_a_body_of_exactly_4_mib_is_read(
-    target: HttpTarget, client: aiohttp.ClientSession
+    target: HttpTarget, http_session: aiohttp.ClientSession
 ) -> None:
     target.respond(ScriptedResponse(200, b"x" * MAX_RESPONSE_BYTES))
 
-    outcome = await perform(client, spec_for(target.base_url), timeout_ms=TIMEOUT_MS)
+    outcome = await perform(http_session, spec_for(target.base_url), timeout_ms=TIMEOUT_MS)
 
     assert outcome.ok
     assert len(outcome.body) == MAX_RESPONSE_BYTES
 
 
 async def test_a_body_over_4_mib_fails_the_attempt(
-    target: HttpTarget, client: aiohttp.ClientSession
+    target: HttpTarget, http_session: aiohttp.ClientSession
 ) -> None:
     target.respond(ScriptedResponse(200, b"x" * (MAX_RESPONSE_BYTES + 1)))
 
     with pytest.raises(CallError, match="exceeds") as caught:
-        await perform(client, spec_for(target.base_url), timeout_ms=TIMEOUT_MS)
+        await perform(http_session, spec_for(target.base_url), timeout_ms=TIMEOUT_MS)
 
     assert not caught.value.permanent
     assert caught.value.status_code == 200  # the real status is kept
 
 
-async def test_exec_timeout_bounds_the_whole_attempt(client: aiohttp.ClientSession) -> None:
+async def test_exec_timeout_bounds_the_whole_attempt(http_session: aiohttp.ClientSession) -> None:
     async def slow(_: Request) -> Response:
         await asyncio.sleep(2)  # the server under test is slow, not the test
         return Response(b"late")
@@ -221,7 +210,7 @@ async def test_exec_timeout_bounds_the_whole_attempt(client: aiohttp.ClientSessi
     with live_server(Starlette(routes=[Route("/slow", slow)])) as base_url:
         started = time.monotonic()
         with pytest.raises(CallError, match="timed out after 100 ms") as caught:
-            await perform(client, spec_for(f"{base_url}/slow"), timeout_ms=100)
+            await perform(http_session, spec_for(f"{base_url}/slow"), timeout_ms=100)
         elapsed = time.monotonic() - started
 
     assert not caught.value.permanent
@@ -229,7 +218,7 @@ async def test_exec_timeout_bounds_the_whole_attempt(client: aiohttp.ClientSessi
 
 
 async def test_exec_timeout_covers_a_slow_body_and_keeps_the_status(
-    client: aiohttp.ClientSession,
+    http_session: aiohttp.ClientSession,
 ) -> None:
     async def trickle() -> AsyncIterator[bytes]:
         for _ in range(20):
@@ -242,42 +231,44 @@ async def test_exec_timeout_covers_a_slow_body_and_keeps_the_status(
     with live_server(Starlette(routes=[Route("/slow", slow_body)])) as base_url:
         started = time.monotonic()
         with pytest.raises(CallError, match="timed out after 300 ms") as caught:
-            await perform(client, spec_for(f"{base_url}/slow"), timeout_ms=300)
+            await perform(http_session, spec_for(f"{base_url}/slow"), timeout_ms=300)
         elapsed = time.monotonic() - started
 
     assert (caught.value.permanent, caught.value.status_code) == (False, 202)
     assert elapsed < 1.5
 
 
-async def test_a_refused_connection_is_retryable(client: aiohttp.ClientSession) -> None:
+async def test_a_refused_connection_is_retryable(http_session: aiohttp.ClientSession) -> None:
     spec = spec_for(f"http://127.0.0.1:{free_port()}/{{{{SECRET}}}}")
 
     with pytest.raises(CallError, match="request failed") as caught:
-        await perform(client, spec, timeout_ms=TIMEOUT_MS)
+        await perform(http_session, spec, timeout_ms=TIMEOUT_MS)
 
     assert not caught.value.permanent
     assert caught.value.status_code is None
     assert SECRET_VARIABLE not in str(caught.value)
 
 
-async def test_a_url_password_stays_out_of_the_error(client: aiohttp.ClientSession) -> None:
+async def test_a_url_password_stays_out_of_the_error(http_session: aiohttp.ClientSession) -> None:
     spec = spec_for(f"http://bob:hunter%2022@127.0.0.1:{free_port()}/run")
 
     with pytest.raises(CallError, match="request failed") as caught:
-        await perform(client, spec, timeout_ms=TIMEOUT_MS)
+        await perform(http_session, spec, timeout_ms=TIMEOUT_MS)
 
     assert "hunter" not in str(caught.value)
     assert "hunter" not in last_call(spec, caught.value, 1)["url"]
 
 
-async def test_the_client_refuses_other_schemes(client: aiohttp.ClientSession) -> None:
+async def test_the_client_refuses_other_schemes(http_session: aiohttp.ClientSession) -> None:
     spec = HttpRequestSpec("GET", "ftp://127.0.0.1/x", [], None, frozenset())
 
     with pytest.raises(CallError):
-        await perform(client, spec, timeout_ms=TIMEOUT_MS)
+        await perform(http_session, spec, timeout_ms=TIMEOUT_MS)
 
 
-async def test_last_call_is_redacted(target: HttpTarget, client: aiohttp.ClientSession) -> None:
+async def test_last_call_is_redacted(
+    target: HttpTarget, http_session: aiohttp.ClientSession
+) -> None:
     echo = f'{{"seen": "{TOKEN}", "also": "{SECRET_VARIABLE}"}}'.encode() + b"." * 1000
     target.respond(ScriptedResponse(500, echo))
     spec = spec_for(
@@ -287,7 +278,7 @@ async def test_last_call_is_redacted(target: HttpTarget, client: aiohttp.ClientS
         auth_secret="{{TOKEN}}",
     )
 
-    outcome = await perform(client, spec, timeout_ms=TIMEOUT_MS)
+    outcome = await perform(http_session, spec, timeout_ms=TIMEOUT_MS)
     record = last_call(spec, outcome, outcome.duration_ms)
 
     # The request itself carried the real values.
@@ -307,10 +298,10 @@ async def test_last_call_is_redacted(target: HttpTarget, client: aiohttp.ClientS
     assert SECRET_VARIABLE not in str(error)
 
 
-async def test_last_call_after_an_error_has_no_snippet(client: aiohttp.ClientSession) -> None:
+async def test_last_call_after_an_error_has_no_snippet(http_session: aiohttp.ClientSession) -> None:
     spec = spec_for(f"http://127.0.0.1:{free_port()}/run?k={{{{SECRET}}}}")
     with pytest.raises(CallError) as caught:
-        await perform(client, spec, timeout_ms=TIMEOUT_MS)
+        await perform(http_session, spec, timeout_ms=TIMEOUT_MS)
 
     record = last_call(spec, caught.value, 12)
 

@@ -23,7 +23,6 @@ from zilean.jobkinds.errors import CallError, PermanentCallError
 from zilean.jobkinds.http.call import (
     MAX_RESPONSE_BYTES,
     CallOutcome,
-    new_client,
     perform,
     request_target,
 )
@@ -96,17 +95,11 @@ def spec(
     return HttpRequestSpec(method, url, headers, body, frozenset())
 
 
-@pytest.fixture
-async def client() -> AsyncIterator[aiohttp.ClientSession]:
-    async with new_client(10) as client:
-        yield client
-
-
-async def test_the_request_is_the_spec_byte_for_byte(client: aiohttp.ClientSession) -> None:
+async def test_the_request_is_the_spec_byte_for_byte(http_session: aiohttp.ClientSession) -> None:
     headers = [("X-Dup", "1"), ("x-dup", "2"), ("X-Utf", "é"), ("X-Dup", "3")]
     async with raw_server() as server:
         url = f"{server.base_url}/a%2Fb/%7e/x?q=%2F&r=a+b"
-        await perform(client, spec("POST", url, headers, b"raw"), timeout_ms=TIMEOUT_MS)
+        await perform(http_session, spec("POST", url, headers, b"raw"), timeout_ms=TIMEOUT_MS)
 
     [request] = server.requests
     line, sent, body = parse(request)
@@ -139,10 +132,10 @@ async def test_the_request_is_the_spec_byte_for_byte(client: aiohttp.ClientSessi
     ],
 )
 async def test_the_request_line_carries_the_url_as_httpx_did(
-    client: aiohttp.ClientSession, path: str, expected: str
+    http_session: aiohttp.ClientSession, path: str, expected: str
 ) -> None:
     async with raw_server() as server:
-        await perform(client, spec("GET", server.base_url + path, []), timeout_ms=TIMEOUT_MS)
+        await perform(http_session, spec("GET", server.base_url + path, []), timeout_ms=TIMEOUT_MS)
 
     assert parse(server.requests[0])[0] == f"GET {expected} HTTP/1.1"
 
@@ -160,10 +153,10 @@ async def test_the_request_line_carries_the_url_as_httpx_did(
     ],
 )
 async def test_content_length_is_sent_where_httpx_sent_it_and_content_type_never(
-    client: aiohttp.ClientSession, method: str, body: bytes | None, length: str | None
+    http_session: aiohttp.ClientSession, method: str, body: bytes | None, length: str | None
 ) -> None:
     async with raw_server() as server:
-        await perform(client, spec(method, server.base_url, [], body), timeout_ms=TIMEOUT_MS)
+        await perform(http_session, spec(method, server.base_url, [], body), timeout_ms=TIMEOUT_MS)
 
     sent = dict(parse(server.requests[0])[1])
     assert sent.get("Content-Length") == length
@@ -171,11 +164,11 @@ async def test_content_length_is_sent_where_httpx_sent_it_and_content_type_never
 
 
 async def test_the_jobs_host_and_user_agent_replace_the_clients(
-    client: aiohttp.ClientSession,
+    http_session: aiohttp.ClientSession,
 ) -> None:
     headers = [("user-agent", "mine/1"), ("Host", "other.example")]
     async with raw_server() as server:
-        await perform(client, spec("GET", server.base_url, headers), timeout_ms=TIMEOUT_MS)
+        await perform(http_session, spec("GET", server.base_url, headers), timeout_ms=TIMEOUT_MS)
 
     sent = parse(server.requests[0])[1]
     assert sent[0] == ("Host", "other.example")  # Host stays first
@@ -186,12 +179,12 @@ async def test_the_jobs_host_and_user_agent_replace_the_clients(
 
 
 async def test_url_userinfo_is_sent_as_utf8_basic_auth_replacing_the_jobs(
-    client: aiohttp.ClientSession,
+    http_session: aiohttp.ClientSession,
 ) -> None:
     async with raw_server() as server:
         url = f"http://bob:p%C3%A9@127.0.0.1:{server.port}/x"
         headers = [("Authorization", "Bearer job"), ("X-A", "1")]
-        await perform(client, spec("GET", url, headers), timeout_ms=TIMEOUT_MS)
+        await perform(http_session, spec("GET", url, headers), timeout_ms=TIMEOUT_MS)
 
     line, sent, _ = parse(server.requests[0])
     assert line == "GET /x HTTP/1.1"
@@ -211,11 +204,13 @@ def test_request_target_splits_userinfo_from_the_url() -> None:
 
 
 async def test_a_chunked_job_body_goes_chunked_without_a_length(
-    client: aiohttp.ClientSession,
+    http_session: aiohttp.ClientSession,
 ) -> None:
     headers = [("Transfer-Encoding", "chunked"), ("Content-Length", "3")]
     async with raw_server() as server:
-        await perform(client, spec("POST", server.base_url, headers, b"abc"), timeout_ms=TIMEOUT_MS)
+        await perform(
+            http_session, spec("POST", server.base_url, headers, b"abc"), timeout_ms=TIMEOUT_MS
+        )
 
     _, sent, body = parse(server.requests[0])
     assert ("Transfer-Encoding", "chunked") in sent
@@ -231,38 +226,40 @@ async def test_a_chunked_job_body_goes_chunked_without_a_length(
     ],
 )
 async def test_framing_headers_that_cannot_be_honoured_fail_before_sending(
-    client: aiohttp.ClientSession, headers: list[tuple[str, str]], message: str
+    http_session: aiohttp.ClientSession, headers: list[tuple[str, str]], message: str
 ) -> None:
     async with raw_server() as server:
         with pytest.raises(CallError, match=message) as caught:
             await perform(
-                client, spec("POST", server.base_url, headers, b"abc"), timeout_ms=TIMEOUT_MS
+                http_session, spec("POST", server.base_url, headers, b"abc"), timeout_ms=TIMEOUT_MS
             )
 
     assert not caught.value.permanent
     assert server.requests == []
 
 
-async def test_an_unsendable_url_is_permanent(client: aiohttp.ClientSession) -> None:
+async def test_an_unsendable_url_is_permanent(http_session: aiohttp.ClientSession) -> None:
     with pytest.raises(PermanentCallError, match="url cannot be sent: non-printable"):
-        await perform(client, spec("GET", "http://h.example/a\tb", []), timeout_ms=TIMEOUT_MS)
+        await perform(http_session, spec("GET", "http://h.example/a\tb", []), timeout_ms=TIMEOUT_MS)
 
 
-async def test_a_pooled_connection_serves_the_next_attempt(client: aiohttp.ClientSession) -> None:
+async def test_a_pooled_connection_serves_the_next_attempt(
+    http_session: aiohttp.ClientSession,
+) -> None:
     async with raw_server() as server:
         for _ in range(3):
-            await perform(client, spec("GET", server.base_url, []), timeout_ms=TIMEOUT_MS)
+            await perform(http_session, spec("GET", server.base_url, []), timeout_ms=TIMEOUT_MS)
 
     assert (len(server.requests), server.connections) == (3, 1)
 
 
 @pytest.mark.parametrize("method", ["GET", "PUT", "DELETE", "POST"])
 async def test_a_request_whose_connection_drops_is_not_sent_again(
-    client: aiohttp.ClientSession, method: str
+    http_session: aiohttp.ClientSession, method: str
 ) -> None:
     async with raw_server(HANG_UP, HANG_UP) as server:
         with pytest.raises(CallError, match="request failed: Server disconnected") as caught:
-            await perform(client, spec(method, server.base_url, []), timeout_ms=TIMEOUT_MS)
+            await perform(http_session, spec(method, server.base_url, []), timeout_ms=TIMEOUT_MS)
 
     assert caught.value.status_code is None
     assert len(server.requests) == 1  # aiohttp alone would resend an idempotent one
@@ -293,34 +290,36 @@ def raw_deflate(data: bytes) -> bytes:
     ],
 )
 async def test_the_body_is_decoded_as_httpx_decoded_it(
-    client: aiohttp.ClientSession, response: bytes, body: bytes
+    http_session: aiohttp.ClientSession, response: bytes, body: bytes
 ) -> None:
     async with raw_server(response) as server:
-        outcome = await perform(client, spec("GET", server.base_url, []), timeout_ms=TIMEOUT_MS)
+        outcome = await perform(
+            http_session, spec("GET", server.base_url, []), timeout_ms=TIMEOUT_MS
+        )
 
     assert (outcome.ok, outcome.body) == (True, body)
 
 
-async def test_a_corrupt_coding_fails_while_reading(client: aiohttp.ClientSession) -> None:
+async def test_a_corrupt_coding_fails_while_reading(http_session: aiohttp.ClientSession) -> None:
     async with raw_server(reply(b"not gzip", "Content-Encoding: gzip")) as server:
         with pytest.raises(CallError, match="reading the response failed: Error -3") as caught:
-            await perform(client, spec("GET", server.base_url, []), timeout_ms=TIMEOUT_MS)
+            await perform(http_session, spec("GET", server.base_url, []), timeout_ms=TIMEOUT_MS)
 
     assert caught.value.status_code == 200
 
 
-async def test_the_cap_applies_to_the_decoded_body(client: aiohttp.ClientSession) -> None:
+async def test_the_cap_applies_to_the_decoded_body(http_session: aiohttp.ClientSession) -> None:
     bomb = gzip.compress(b"\0" * (MAX_RESPONSE_BYTES + 1))  # about 4 KiB on the wire
     async with raw_server(reply(bomb, "Content-Encoding: gzip")) as server:
         with pytest.raises(CallError, match="exceeds") as caught:
-            await perform(client, spec("GET", server.base_url, []), timeout_ms=TIMEOUT_MS)
+            await perform(http_session, spec("GET", server.base_url, []), timeout_ms=TIMEOUT_MS)
 
     assert caught.value.status_code == 200
 
 
 @pytest.mark.parametrize("size", [MAX_RESPONSE_BYTES - 64, MAX_RESPONSE_BYTES + 1])
 async def test_a_body_in_two_codings_near_the_cap_is_whole_or_refused_never_cut(
-    client: aiohttp.ClientSession, size: int
+    http_session: aiohttp.ClientSession, size: int
 ) -> None:
     # Random bytes do not compress, so the inner deflate stream is itself over the cap.
     data = os.urandom(size)
@@ -328,7 +327,9 @@ async def test_a_body_in_two_codings_near_the_cap_is_whole_or_refused_never_cut(
     async with raw_server(reply(coded, "Content-Encoding: deflate, gzip")) as server:
         result: CallOutcome | CallError
         try:
-            result = await perform(client, spec("GET", server.base_url, []), timeout_ms=TIMEOUT_MS)
+            result = await perform(
+                http_session, spec("GET", server.base_url, []), timeout_ms=TIMEOUT_MS
+            )
         except CallError as exc:
             result = exc
 
@@ -340,19 +341,23 @@ async def test_a_body_in_two_codings_near_the_cap_is_whole_or_refused_never_cut(
 
 
 async def test_repeated_retry_after_values_are_joined_as_httpx_did(
-    client: aiohttp.ClientSession,
+    http_session: aiohttp.ClientSession,
 ) -> None:
     busy = b"HTTP/1.1 503 Busy\r\nRetry-After: 7\r\nRetry-After: 8\r\nContent-Length: 0\r\n\r\n"
     async with raw_server(busy) as server:
-        outcome = await perform(client, spec("GET", server.base_url, []), timeout_ms=TIMEOUT_MS)
+        outcome = await perform(
+            http_session, spec("GET", server.base_url, []), timeout_ms=TIMEOUT_MS
+        )
 
     assert (outcome.status_code, outcome.retry_after) == (503, "7, 8")
 
 
-async def test_a_response_head_httpx_accepted_is_read(client: aiohttp.ClientSession) -> None:
+async def test_a_response_head_httpx_accepted_is_read(http_session: aiohttp.ClientSession) -> None:
     long_line = reply(b"ok", "X-Long: " + "a" * 12_000)  # aiohttp's default line limit is 8 KiB
     many = reply(b"ok", *(f"X-{index}: a" for index in range(300)))  # and 128 header lines
     async with raw_server(long_line, many) as server:
         for _ in range(2):
-            outcome = await perform(client, spec("GET", server.base_url, []), timeout_ms=TIMEOUT_MS)
+            outcome = await perform(
+                http_session, spec("GET", server.base_url, []), timeout_ms=TIMEOUT_MS
+            )
             assert (outcome.ok, outcome.body) == (True, b"ok")

@@ -12,8 +12,7 @@ import asyncio
 import contextlib
 import os
 import signal
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -28,14 +27,12 @@ from pgqueuer.adapters.persistence.queries import Queries
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.support.queue_engine import strand
+from tests.support.queue_engine import consuming, strand
 from zilean.db.engine import driver_connection
 from zilean.db.urls import libpq_url
 from zilean.execution.hot_path import HotConnections
 from zilean.queue_engine.consumer import (
     Delivery,
-    Handler,
-    OverrunHandler,
     QueueConsumer,
     RetryLater,
     batch_and_capacity,
@@ -71,37 +68,6 @@ class Recorder:
             while len(self.deliveries) < count:
                 self._changed.clear()
                 await self._changed.wait()
-
-
-@asynccontextmanager
-async def consuming(
-    database_url: str,
-    handler: Handler,
-    *,
-    queue: str = "default",
-    concurrency: int = 4,
-    soft_stop: float = 2.0,
-    on_overrun: OverrunHandler | None = None,
-    **options: Any,
-) -> AsyncIterator[QueueConsumer]:
-    consumer = QueueConsumer(
-        libpq_url(database_url),
-        queue,
-        handler,
-        concurrency=concurrency,
-        application_name=f"zilean-test-{queue}",
-        soft_stop=soft_stop,
-        on_overrun=on_overrun,
-        **options,
-    )
-    stop = asyncio.Event()
-    running = asyncio.create_task(consumer.run(stop))
-    try:
-        await asyncio.wait_for(consumer.started.wait(), timeout=10)
-        yield consumer
-    finally:
-        stop.set()
-        await asyncio.wait_for(running, timeout=30)
 
 
 async def insert(engine: AsyncEngine, *jobs: NewQueueJob) -> list[int]:
@@ -369,8 +335,8 @@ async def test_a_frozen_listener_is_found_by_its_probe_and_replaced(
     engine: AsyncEngine, database_url: str
 ) -> None:
     recorder = Recorder()
-    options = {"driver_options": {"probe_interval": 0.5, "probe_timeout": 0.5}}
-    async with consuming(database_url, recorder, **options) as consumer:
+    probe_quickly = {"probe_interval": 0.5, "probe_timeout": 0.5}
+    async with consuming(database_url, recorder, driver_options=probe_quickly) as consumer:
         assert consumer.driver is not None
         [listener] = backends(database_url, "zilean-test-default", "LISTEN%")
         with frozen([listener]):
@@ -415,25 +381,12 @@ async def test_a_queue_manager_that_fails_is_replaced(
     async with engine.begin() as conn:  # PgQueuer refuses to start without its log table
         await conn.execute(text("ALTER TABLE pgqueuer_log RENAME TO pgqueuer_log_away"))
     recorder = Recorder()
-    consumer = QueueConsumer(
-        libpq_url(database_url),
-        "default",
-        recorder,
-        concurrency=2,
-        application_name="zilean-test-default",
-        soft_stop=1.0,
-    )
-    stop = asyncio.Event()
-    running = asyncio.create_task(consumer.run(stop))
-    try:
+    async with consuming(database_url, recorder, started=False) as consumer:
         await until(lambda: _restarted(consumer))
         async with engine.begin() as conn:
             await conn.execute(text("ALTER TABLE pgqueuer_log_away RENAME TO pgqueuer_log"))
         await insert(engine, NewQueueJob("default", b"x"))
         await recorder.wait_for(1)
-    finally:
-        stop.set()
-        await running
     assert consumer.restarts >= 1
 
 

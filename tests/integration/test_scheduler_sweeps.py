@@ -15,17 +15,16 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.support.actors import Cast, client_for
 from tests.support.api import FORBIDDEN, audit_rows
-from tests.support.queue_engine import age
+from tests.support.queue_engine import age, consuming
 from zilean.db.engine import driver_connection
 from zilean.db.tables import app_settings, job_attempts, job_call_stats, job_firings, scheduled_jobs
-from zilean.db.urls import libpq_url
 from zilean.maintenance.history import sweep_history
 from zilean.maintenance.queue_jobs import (
     set_queue_job_retention_days,
     sweep_finished_queue_jobs,
 )
 from zilean.maintenance.sweeps import sweep_all
-from zilean.queue_engine.consumer import Delivery, QueueConsumer
+from zilean.queue_engine.consumer import Delivery
 from zilean.queue_engine.statements import NewQueueJob, QueueJobState, enqueue, queue_job_states
 
 PATH = "/api/settings/queue-jobs"
@@ -106,22 +105,11 @@ async def finished_queue_jobs(engine: AsyncEngine, database_url: str) -> list[in
                 NewQueueJob("default", b"later", due_at=in_a_year),
             ],
         )
-    consumer = QueueConsumer(
-        libpq_url(database_url),
-        "default",
-        handle,
-        concurrency=2,
-        application_name="zilean-test-sweep",
-        soft_stop=1.0,
-    )
-    stop = asyncio.Event()
-    running = asyncio.create_task(consumer.run(stop))
     expected = [*[QueueJobState.FINISHED] * 3, QueueJobState.FAILED, QueueJobState.QUEUED]
-    async with asyncio.timeout(10):
-        while await states(engine) != expected:  # noqa: ASYNC110 (polling the database)
-            await asyncio.sleep(0.02)
-    stop.set()
-    await running
+    async with consuming(database_url, handle, concurrency=2):
+        async with asyncio.timeout(10):
+            while await states(engine) != expected:  # noqa: ASYNC110 (polling the database)
+                await asyncio.sleep(0.02)
     return ids
 
 

@@ -30,11 +30,16 @@ from zilean.crypto.secretbox import SecretBox
 from zilean.db.engine import driver_connection
 from zilean.db.tables import job_attempts, job_call_stats, scheduled_jobs
 from zilean.db.urls import libpq_url
-from zilean.execution.attempt import AttemptRunner, attempt_handler, interrupt_overrun
+from zilean.execution.attempt import (
+    RECORD_PATIENCE,
+    AttemptRunner,
+    attempt_handler,
+    interrupt_overrun,
+)
 from zilean.execution.payload import AttemptArgs
 from zilean.execution.queues import Queue
 from zilean.jobkinds.http.call import new_client
-from zilean.queue_engine.consumer import QueueConsumer
+from zilean.queue_engine.consumer import HEARTBEAT_TIMEOUT, QueueConsumer
 from zilean.queue_engine.statements import queue_job_states, queue_jobs
 
 DRAIN_TIMEOUT = 20.0  # seconds a condition may take to hold
@@ -67,20 +72,18 @@ async def worker_for(
     on_failure_url: str | None = None,
     concurrency: int = 10,
     soft_stop: float = 5.0,
-    heartbeat_timeout: float | None = None,
-    record_patience: float | None = None,
+    heartbeat_timeout: float = HEARTBEAT_TIMEOUT,
+    record_patience: float = RECORD_PATIENCE,
 ) -> AsyncIterator[LiveWorker]:
     """Run the HTTP worker on `database_url` for the block; stop it (draining) after."""
     client = new_client()
-    patience = {} if record_patience is None else {"record_patience": record_patience}
     runner = AttemptRunner(
         database_url,
         client,
         SecretBox(base64.b64decode(KEY)),
         default_failure_url=on_failure_url,
-        **patience,
+        record_patience=record_patience,
     )
-    extra = {} if heartbeat_timeout is None else {"heartbeat_timeout": heartbeat_timeout}
     consumer = QueueConsumer(
         libpq_url(database_url),
         str(Queue.DEFAULT),
@@ -89,7 +92,7 @@ async def worker_for(
         application_name="zilean-test-worker",
         soft_stop=soft_stop,
         on_overrun=lambda deliveries: interrupt_overrun(runner, deliveries),
-        **extra,
+        heartbeat_timeout=heartbeat_timeout,
     )
     stop = asyncio.Event()
     running = asyncio.create_task(consumer.run(stop))

@@ -1,4 +1,4 @@
-"""Engine-specific test support: queue jobs left behind by a worker that died.
+"""Engine-specific test support: a live consumer, and what a worker that died leaves.
 
 The one place outside `zilean/queue_engine/` that writes the engine's tables, so that a
 test can set up what only a crash at the exact wrong moment would leave. Swapping the
@@ -7,10 +7,17 @@ engine means rewriting this module with the boundary package.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
+
+from zilean.db.urls import libpq_url
+from zilean.queue_engine.consumer import Handler, OverrunHandler, QueueConsumer
 
 DEAD_WORKER = uuid.UUID(int=0xDEAD)
 
@@ -75,3 +82,37 @@ async def age(engine: AsyncEngine, queue_job_ids: list[int], days: float) -> Non
             ),
             params,
         )
+
+
+@asynccontextmanager
+async def consuming(
+    database_url: str,
+    handler: Handler,
+    *,
+    queue: str = "default",
+    concurrency: int = 4,
+    soft_stop: float = 2.0,
+    on_overrun: OverrunHandler | None = None,
+    started: bool = True,
+    **options: Any,
+) -> AsyncIterator[QueueConsumer]:
+    """Run a real consumer of `queue` for the block; wait until it listens (`started`)."""
+    consumer = QueueConsumer(
+        libpq_url(database_url),
+        queue,
+        handler,
+        concurrency=concurrency,
+        application_name=f"zilean-test-{queue}",
+        soft_stop=soft_stop,
+        on_overrun=on_overrun,
+        **options,
+    )
+    stop = asyncio.Event()
+    running = asyncio.create_task(consumer.run(stop))
+    try:
+        if started:
+            await asyncio.wait_for(consumer.started.wait(), timeout=10)
+        yield consumer
+    finally:
+        stop.set()
+        await asyncio.wait_for(running, timeout=30)
