@@ -1,5 +1,7 @@
 """The benchmark suite's harness: statistics, figures and their verdicts, the report, the
-interleaving, and one tiny real scenario through the suite's own code path.
+interleaving, and tiny real runs through the suite's own code path: the burst, the
+throughput scenario with both of its baselines (the limit and the alternative), and the
+raw engine that schedule_lag and delay_precision measure against.
 
 No timing targets here: whether Zilean meets the issue's goals is the suite's job.
 """
@@ -9,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -17,11 +20,15 @@ from benchmarks.figures import FigureSpec, On, at_least, at_most, failed
 from benchmarks.harness import BenchError, interleave, wait_until
 from benchmarks.postgres import TEMPLATE, drop_database, prepare_async
 from benchmarks.processes import Processes
+from benchmarks.raw_engine import ENQUEUE_CONNECTIONS, Enqueuer, enqueue_to_start, starts, waiting
 from benchmarks.report import COLUMNS, render_table, to_json
-from benchmarks.scales import QUICK
-from benchmarks.scenarios import all_scenarios, burst
-from benchmarks.services import start_target
+from benchmarks.scales import FULL, QUICK
+from benchmarks.scenarios import all_scenarios, attempt_throughput, burst
+from benchmarks.services import start_raw_engine, start_target
 from benchmarks.stats import median, pairwise_ratios, percentile
+
+from zilean.db.engine import create_engine
+from zilean.scheduler.reconciler import FIRE_CONCURRENCY
 
 ISSUE_KEYS = {"name", "value", "unit", "baseline", "ratio", "target", "meets"}
 
@@ -170,3 +177,69 @@ async def test_a_tiny_burst_runs_through_the_suites_own_code_path(
     assert figure.extra["measured_jobs"] == 50
     assert isinstance(figure.meets, bool)
     assert "scaled linearly" in figure.note
+
+
+def test_delay_runs_span_the_same_time_whatever_their_delay() -> None:
+    # 6 s of continuations: 20 of 300 ms, 3 of 2 s, each after the first attempt.
+    assert (FULL.delay_attempts(300), FULL.delay_attempts(2_000)) == (21, 4)
+    assert QUICK.delay_attempts(2_000) >= 2  # every cell has a continuation to measure
+
+
+def test_the_raw_engine_enqueues_as_the_scheduler_fires() -> None:
+    assert ENQUEUE_CONNECTIONS == FIRE_CONCURRENCY
+
+
+async def test_a_tiny_throughput_run_measures_the_subject_and_both_baselines(
+    postgres_admin_url: str, tmp_path: Path
+) -> None:
+    postgres = await prepare_async(postgres_admin_url)
+    processes = Processes(tmp_path)
+    scale = dataclasses.replace(QUICK, pairs=1, throughput_jobs=2, throughput_pool=2)
+    try:
+        target, target_url = await start_target(processes)
+        ctx = BenchContext(postgres, processes, target, target_url, scale, tmp_path)
+        figures = await attempt_throughput.SCENARIO.run(ctx)
+    finally:
+        processes.stop_all()
+        drop_database(postgres_admin_url, TEMPLATE)
+    by_name = {figure.name: figure for figure in figures}
+    assert set(by_name) == {"attempt_throughput_vs_alternative", "attempt_throughput_vs_limit"}
+    for figure in figures:
+        assert len(figure.samples) == len(figure.baseline_samples) == 1
+        assert figure.value is not None
+        assert figure.ratio is not None
+        assert isinstance(figure.meets, bool)
+    assert "Procrastinate" in by_name["attempt_throughput_vs_alternative"].note
+    assert "SKIP LOCKED" in by_name["attempt_throughput_vs_limit"].note
+
+
+async def test_the_raw_engine_runs_due_jobs_and_its_log_gives_their_start(
+    postgres_admin_url: str, tmp_path: Path
+) -> None:
+    postgres = await prepare_async(postgres_admin_url)
+    processes = Processes(tmp_path)
+    url = postgres.clone("raw_engine")
+    engine = create_engine(url)
+    try:
+        await start_raw_engine(processes, engine, url, concurrency=4)
+        window_start = datetime.now(UTC)
+        async with Enqueuer(url) as enqueuer:
+            await enqueuer.enqueue(5)
+            [delayed] = await enqueuer.enqueue_one(timedelta(milliseconds=200))
+
+        async def all_picked() -> bool:
+            return await waiting(engine) == 0
+
+        await wait_until(all_picked, within=10.0, what="the raw engine to pick every job")
+        now = datetime.now(UTC) + timedelta(seconds=1)
+        started = await enqueue_to_start(engine, window_start, now)
+        [(queued_at, picked_at)] = (await starts(engine, [delayed])).values()
+    finally:
+        await engine.dispose()
+        processes.stop_all()
+        postgres.drop(url)
+        drop_database(postgres_admin_url, TEMPLATE)
+    assert len(started) == 6
+    assert all(picked is not None and picked >= queued for queued, picked in started)
+    assert picked_at is not None
+    assert picked_at - queued_at >= timedelta(milliseconds=200)  # never before it is due

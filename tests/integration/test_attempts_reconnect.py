@@ -36,8 +36,6 @@ from zilean.execution.recording import (
     AttemptState,
     Continuation,
     Ending,
-    load_attempt,
-    record_attempt,
 )
 from zilean.jobkinds.http.call import new_client
 from zilean.queue_engine.statements import take_queued
@@ -140,7 +138,7 @@ async def a_failed_attempt(
         job = await http_job(core_app, cast.alice.session, target)
     await run_now(core_app, cast.alice.session, job["id"])
     [(queued, args)] = await queued_attempts(engine)
-    loaded = await load_attempt(runner.hot, args, queued.queue_job_id, queued.due_at)
+    loaded = await runner.statements.load(args, queued.queue_job_id, queued.due_at)
     assert loaded is not None
     assert loaded.started
     record = AttemptRecord(
@@ -159,8 +157,8 @@ async def test_recording_the_same_queue_job_twice_records_it_once(
 ) -> None:
     async with a_runner(database_url) as runner:
         job, record = await a_failed_attempt(core_app, engine, runner, cast)
-        first = await record_attempt(runner.hot, record, Ending(release=True))
-        second = await record_attempt(runner.hot, record, Ending(release=True))
+        first = await runner.statements.record(record, Ending(release=True))
+        second = await runner.statements.record(record, Ending(release=True))
     assert first is not None
     assert second is None  # nothing written: the caller queues no continuation either
     assert len(await attempts(engine, job["id"])) == 1
@@ -178,8 +176,8 @@ async def test_a_repeated_recording_queues_its_continuation_once(
         _, record = await a_failed_attempt(core_app, engine, runner, cast)
         args = record.args
         retry = Continuation("default", replace(args, attempt=2), delay_ms=250)
-        first = await record_attempt(runner.hot, record, Ending(release=False), retry)
-        second = await record_attempt(runner.hot, record, Ending(release=False), retry)
+        first = await runner.statements.record(record, Ending(release=False), retry)
+        second = await runner.statements.record(record, Ending(release=False), retry)
     assert first is not None
     assert second is None
     [(queued, next_args)] = await queued_attempts(engine)

@@ -43,14 +43,14 @@ from zilean.execution.loop import DEFAULT_LOOP_MAX_ITERATIONS, MAX_ITERATIONS_ME
 from zilean.execution.payload import AttemptArgs, Trigger
 from zilean.execution.queues import queue_for
 from zilean.execution.recording import (
+    CONNECTIONS_NEEDED,
     AttemptRecord,
     AttemptState,
+    AttemptStatements,
     Continuation,
     Ending,
     LoadedJob,
-    load_attempt,
     one_off_completion,
-    record_attempt,
 )
 from zilean.execution.retry import coalesced_budget, decide_retry
 from zilean.jobkinds.errors import CallError, PermanentCallError
@@ -142,10 +142,11 @@ class AttemptRunner:
         box: SecretBox,
         *,
         default_failure_url: str | None = None,
-        hot_pool_size: int = 10,
+        hot_pool_size: int = CONNECTIONS_NEEDED,
         record_patience: float = RECORD_PATIENCE,
     ) -> None:
         self.hot = HotConnections(database_url, max_size=hot_pool_size)
+        self.statements = AttemptStatements(self.hot)
         self._client = client
         self._box = box
         self._record_patience = record_patience
@@ -162,7 +163,7 @@ class AttemptRunner:
         """
         bound = log.bind(job_id=args.job_id, pool_index=args.pool_index, attempt=args.attempt)
         try:
-            loaded = await load_attempt(self.hot, args, queued.queue_job_id, queued.due_at)
+            loaded = await self.statements.load(args, queued.queue_job_id, queued.due_at)
         except psycopg.OperationalError as exc:
             raise DatabaseUnavailable("the attempt could not read its job") from exc
         if loaded is None:
@@ -384,7 +385,7 @@ class AttemptRunner:
         wait = 0.1
         while True:
             try:
-                recorded_at = await record_attempt(self.hot, record, ending, continuation)
+                recorded_at = await self.statements.record(record, ending, continuation)
                 return recorded_at is not None
             except psycopg.Error as exc:
                 if loop.time() + wait > give_up_at:

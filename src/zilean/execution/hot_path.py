@@ -50,7 +50,12 @@ class HotConnections:
         self.statements_sent = 0  # for tests: the hot path's own round-trips
 
     async def fetch_first(self, sql: str, params: dict[str, Any]) -> dict[str, Any] | None:
-        """Send `sql`; return its first row. Once more on a fresh connection if it died.
+        """Send `sql`; return its first row (see `fetch_all`)."""
+        rows = await self.fetch_all(sql, params)
+        return rows[0] if rows else None
+
+    async def fetch_all(self, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        """Send `sql`; return its rows. Once more on a fresh connection if it died.
 
         Raise `psycopg.OperationalError` when the database cannot be reached.
         """
@@ -62,7 +67,7 @@ class HotConnections:
                         cursor = conn.cursor(row_factory=dict_row)
                         self.statements_sent += 1
                         await cursor.execute(sql, params)
-                        row = await cursor.fetchone()
+                        rows = await cursor.fetchall()
                 except psycopg.OperationalError as exc:
                     if not (conn.broken or conn.closed):
                         self._idle.append(conn)  # the statement failed, not the connection
@@ -86,7 +91,7 @@ class HotConnections:
                         self._idle.append(conn)
                     raise
                 self._idle.append(conn)
-                return row
+                return rows
         raise AssertionError("unreachable")
 
     async def close(self) -> None:

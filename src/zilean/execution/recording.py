@@ -1,7 +1,9 @@
 """The attempt's two statements: reading what it needs, and recording what it did.
 
 Both are written out here as SQL, so the hot path can be read in one place, and sent
-on the worker's own connections (`hot_path.py`), one round-trip each.
+on the worker's own connections (`hot_path.py`). Each takes arrays, one element per
+attempt: `AttemptStatements` sends the attempts that arrive together in one statement
+(`batching.py`), one round-trip for the lot, and a lone attempt by itself at once.
 
 `LOAD` reads the job row, whether its group chain is disabled, the global variables it
 references, and what the call history already knows of this queue job; in the same
@@ -14,9 +16,11 @@ start marker, a `running` history row. The marker is how a queue job delivered a
   gone out; it is recorded as lost and the job's retry policy decides what follows;
 - a finished row: it was recorded (and what follows was queued); nothing is done.
 
-`record_sql` finishes the `running` row, adds the per-minute stats bucket and the
+`RECORD` finishes the `running` row, adds to the per-minute stats bucket and the
 lifetime counters, and either queues the continuation or ends the run. It changes only
 a `running` row, so it is idempotent per queue job: a repeat records and queues nothing.
+Attempts of one job in one batch (pool members, say) are added up per job first, since
+a statement may change a row only once.
 """
 
 from __future__ import annotations
@@ -27,11 +31,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from functools import cache
 from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from zilean.execution.batching import StatementBatcher
 from zilean.execution.hot_path import HotConnections
 from zilean.execution.payload import AttemptArgs, Trigger
 from zilean.queue_engine.statements import CONTINUATION_CTES
@@ -64,12 +68,23 @@ _JOB_COLUMNS = (
 
 # The column list is the constant above, not input: S608 does not apply.
 LOAD = f"""
-WITH prior AS (
-    SELECT state FROM job_attempts WHERE queue_job_id = %(queue_job_id)s
+WITH input AS (
+    SELECT * FROM unnest(
+        %(job_ids)s::uuid[], %(queue_job_ids)s::bigint[], %(lock_keys)s::text[],
+        %(attempts)s::int[], %(max_attempts)s::int[], %(triggers)s::text[],
+        %(pool_indexes)s::int[], %(loop_iterations)s::int[], %(due)s::timestamptz[]
+    ) WITH ORDINALITY AS i(job_id, queue_job_id, lock_key, attempt, max_attempts, trigger,
+                           pool_index, loop_iteration, scheduled_at, ord)
+),
+prior AS (
+    SELECT queue_job_id, state FROM job_attempts
+     WHERE queue_job_id IN (SELECT queue_job_id FROM input)
 ),
 gate AS (
-    SELECT job.enabled AND NOT disabled.gated AS runnable, disabled.gated
-      FROM scheduled_jobs job
+    SELECT input.ord, job.overlap_policy, disabled.gated,
+           job.enabled AND NOT disabled.gated AS runnable
+      FROM input
+      JOIN scheduled_jobs job ON job.id = input.job_id
      CROSS JOIN LATERAL (
          SELECT EXISTS (
              SELECT 1 FROM disabled_groups grp
@@ -77,39 +92,48 @@ gate AS (
                  OR starts_with(job.group_name, grp.group_name || '/')
          ) AS gated
      ) disabled
-     WHERE job.id = %(job_id)s
 ),
 -- A runnable skip job stamps its member's lock, so a long loop never looks stale; a job
 -- that can no longer run gives the lock back. A queue job whose attempt was already
 -- recorded leaves the lock alone: its run has moved on.
+locks AS (
+    SELECT input.job_id,
+           jsonb_object_agg(input.lock_key, to_jsonb(now()))
+               FILTER (WHERE gate.runnable AND gate.overlap_policy = 'skip') AS stamped,
+           array_agg(input.lock_key) FILTER (WHERE NOT gate.runnable) AS released
+      FROM input JOIN gate USING (ord)
+     WHERE NOT EXISTS (SELECT 1 FROM prior
+                        WHERE prior.queue_job_id = input.queue_job_id
+                          AND prior.state <> 'running')
+     GROUP BY input.job_id
+),
 lock_refresh AS (
     UPDATE scheduled_jobs job
-       SET running_since_by_pool = CASE
-               WHEN gate.runnable THEN jsonb_set(
-                   job.running_since_by_pool, ARRAY[%(lock_key)s::text], to_jsonb(now()))
-               ELSE job.running_since_by_pool - %(lock_key)s::text
-           END
-      FROM gate
-     WHERE job.id = %(job_id)s
-       AND (job.overlap_policy = 'skip' OR NOT gate.runnable)
-       AND NOT EXISTS (SELECT 1 FROM prior WHERE prior.state <> 'running')
+       SET running_since_by_pool = (job.running_since_by_pool || coalesce(locks.stamped, '{{}}'))
+                                   - coalesce(locks.released, '{{}}')
+      FROM locks
+     WHERE job.id = locks.job_id
+       AND (locks.stamped IS NOT NULL OR locks.released IS NOT NULL)
 ),
 -- The start marker, written before the call is made.
 started AS (
     INSERT INTO job_attempts (job_id, queue_job_id, state, attempt, max_attempts, trigger,
                               pool_index, loop_iteration, scheduled_at, attempted_at)
-    SELECT %(job_id)s, %(queue_job_id)s, 'running', %(attempt)s, %(max_attempts)s,
-           %(trigger)s, %(pool_index)s, %(loop_iteration)s, %(scheduled_at)s, now()
-      FROM gate
-     WHERE gate.runnable AND NOT EXISTS (SELECT 1 FROM prior)
+    SELECT input.job_id, input.queue_job_id, 'running', input.attempt, input.max_attempts,
+           input.trigger, input.pool_index, input.loop_iteration, input.scheduled_at, now()
+      FROM input JOIN gate USING (ord)
+     WHERE gate.runnable
+       AND NOT EXISTS (SELECT 1 FROM prior WHERE prior.queue_job_id = input.queue_job_id)
     ON CONFLICT (queue_job_id) WHERE queue_job_id IS NOT NULL DO NOTHING
-    RETURNING 1
+    RETURNING queue_job_id
 )
-SELECT {", ".join(f"job.{name}" for name in _JOB_COLUMNS)},
+SELECT input.ord,
+       {", ".join(f"job.{name}" for name in _JOB_COLUMNS)},
        gate.gated,
        now() AS now,
-       (SELECT state FROM prior) AS prior_state,
-       EXISTS (SELECT 1 FROM started) AS started,
+       (SELECT state FROM prior WHERE prior.queue_job_id = input.queue_job_id) AS prior_state,
+       EXISTS (SELECT 1 FROM started WHERE started.queue_job_id = input.queue_job_id)
+           AS started,
        -- The sealed auth secret may itself hold `{{{{name}}}}`: SQL cannot see inside
        -- it, so a job with one loads every variable and the worker opens only those
        -- it references.
@@ -122,8 +146,9 @@ SELECT {", ".join(f"job.{name}" for name in _JOB_COLUMNS)},
             OR concat_ws(' ', job.url, job.body, job.query_params::text, job.headers::text,
                          job.auth_config::text) ~ ('\\{{\\{{\\s*' || var.name || '\\s*\\}}\\}}')
        ) AS variables
-  FROM scheduled_jobs job, gate
- WHERE job.id = %(job_id)s
+  FROM input
+  JOIN gate USING (ord)
+  JOIN scheduled_jobs job ON job.id = input.job_id
 """  # noqa: S608
 
 
@@ -158,40 +183,43 @@ def _lock_key(pool_index: int) -> str:
     return str(pool_index)
 
 
-async def load_attempt(
-    hot: HotConnections, args: AttemptArgs, queue_job_id: int, due_at: datetime | None
-) -> LoadedJob | None:
-    """Read everything one attempt needs in one statement; None when the job is gone.
+@dataclass(frozen=True)
+class AttemptToLoad:
+    """One attempt's part of a `LOAD`: which queue job, for which run, due when."""
 
-    Side effects, in the same statement: the member's lock is stamped (a runnable
-    `skip` job) or released (a job that can no longer run), and the start marker is
-    written when this queue job has no history row yet and the job can run.
-    """
-    row = await hot.fetch_first(
+    args: AttemptArgs
+    queue_job_id: int
+    due_at: datetime | None
+
+
+async def _load(hot: HotConnections, batch: Sequence[AttemptToLoad]) -> list[LoadedJob | None]:
+    args = [item.args for item in batch]
+    rows = await hot.fetch_all(
         LOAD,
         {
-            "job_id": uuid.UUID(args.job_id),
-            "queue_job_id": queue_job_id,
-            "lock_key": _lock_key(args.pool_index),
-            "attempt": args.attempt,
-            "max_attempts": args.max_attempts,
-            "trigger": args.trigger,
-            "pool_index": args.pool_index,
-            "loop_iteration": args.loop_iteration,
-            "scheduled_at": due_at,
+            "job_ids": [uuid.UUID(arg.job_id) for arg in args],
+            "queue_job_ids": [item.queue_job_id for item in batch],
+            "lock_keys": [_lock_key(arg.pool_index) for arg in args],
+            "attempts": [arg.attempt for arg in args],
+            "max_attempts": [arg.max_attempts for arg in args],
+            "triggers": [str(arg.trigger) for arg in args],
+            "pool_indexes": [arg.pool_index for arg in args],
+            "loop_iterations": [arg.loop_iteration for arg in args],
+            "due": [item.due_at for item in batch],
         },
     )
-    if row is None:
-        return None
-    prior = row["prior_state"]
-    return LoadedJob(
-        row={name: row[name] for name in _JOB_COLUMNS},
-        gated=bool(row["gated"]),
-        now=row["now"],
-        variables=[_variable(item) for item in row["variables"]],
-        prior=None if prior is None else AttemptState(prior),
-        started=bool(row["started"]),
-    )
+    loaded: list[LoadedJob | None] = [None] * len(batch)  # a job that is gone has no row
+    for row in rows:
+        prior = row["prior_state"]
+        loaded[int(row["ord"]) - 1] = LoadedJob(
+            row={name: row[name] for name in _JOB_COLUMNS},
+            gated=bool(row["gated"]),
+            now=row["now"],
+            variables=[_variable(item) for item in row["variables"]],
+            prior=None if prior is None else AttemptState(prior),
+            started=bool(row["started"]),
+        )
+    return loaded
 
 
 def _variable(item: Mapping[str, Any]) -> StoredVariable:
@@ -251,93 +279,171 @@ def one_off_completion(row: Mapping[str, Any], trigger: str) -> OneOffAfterRun |
     return OneOffAfterRun.KEEP
 
 
-_RECORD = """
-WITH history AS (
-    UPDATE job_attempts
-       SET state = %(state)s, finalized_at = now(), duration_ms = %(duration_ms)s,
-           error = %(error)s, last_call = %(last_call)s
-     WHERE queue_job_id = %(queue_job_id)s AND state = 'running'
-    RETURNING job_id
+RECORD = f"""
+WITH input AS (
+    SELECT * FROM unnest(
+        %(queue_job_ids)s::bigint[], %(job_ids)s::uuid[], %(states)s::text[],
+        %(durations)s::int[], %(errors)s::text[], %(last_calls)s::jsonb[],
+        %(lock_keys)s::text[], %(releases)s::bool[], %(disables)s::bool[],
+        %(next_queues)s::text[], %(next_payloads)s::bytea[], %(next_priorities)s::int[],
+        %(next_delays)s::int[]
+    ) WITH ORDINALITY AS i(queue_job_id, job_id, state, duration_ms, error, last_call,
+                           lock_key, release, disable, next_queue, next_payload,
+                           next_priority, next_delay_ms, ord)
+),
+history AS (
+    UPDATE job_attempts attempt
+       SET state = input.state, finalized_at = now(), duration_ms = input.duration_ms,
+           error = input.error, last_call = input.last_call
+      FROM input
+     WHERE attempt.queue_job_id = input.queue_job_id AND attempt.state = 'running'
+    RETURNING attempt.queue_job_id
+),
+-- Only what this statement recorded: a repeat, or a job deleted meanwhile, adds nothing.
+recorded AS (
+    SELECT input.* FROM input JOIN history USING (queue_job_id)
+),
+per_job AS (
+    SELECT job_id, count(*) AS total,
+           count(*) FILTER (WHERE state = 'succeeded') AS completed,
+           count(*) FILTER (WHERE state <> 'succeeded') AS failed,
+           sum(coalesce(duration_ms, 0)) AS duration_sum,
+           max(coalesce(duration_ms, 0)) AS duration_max,
+           coalesce(array_agg(lock_key) FILTER (WHERE release), '{{}}') AS released,
+           bool_or(disable) AS disable
+      FROM recorded GROUP BY job_id
 ),
 stats AS (
     INSERT INTO job_call_stats AS bucket
            (job_id, bucket_start, total, completed, failed, duration_sum_ms, duration_max_ms)
-    SELECT job_id, date_trunc('minute', now()), 1, %(completed)s, %(failed)s,
-           %(duration)s, %(duration)s
-      FROM history
+    SELECT job_id, date_trunc('minute', now()), total, completed, failed,
+           duration_sum, duration_max
+      FROM per_job
     ON CONFLICT (job_id, bucket_start) DO UPDATE
        SET total = bucket.total + excluded.total,
            completed = bucket.completed + excluded.completed,
            failed = bucket.failed + excluded.failed,
            duration_sum_ms = bucket.duration_sum_ms + excluded.duration_sum_ms,
            duration_max_ms = greatest(bucket.duration_max_ms, excluded.duration_max_ms)
-){continuation}
-UPDATE scheduled_jobs job
-   SET invocations_total = job.invocations_total + 1,
-       invocations_completed = job.invocations_completed + %(completed)s,
-       invocations_failed = job.invocations_failed + %(failed)s{ending}
- WHERE job.id = %(job_id)s AND job.id IN (SELECT job_id FROM history)
-RETURNING now() AS recorded_at
-"""
-# A deleted one-off takes its history with it (ON DELETE CASCADE): nothing to add.
-_RECORD_DELETING = "DELETE FROM scheduled_jobs WHERE id = %(job_id)s RETURNING now() AS recorded_at"
+),
+counters AS (
+    UPDATE scheduled_jobs job
+       SET invocations_total = job.invocations_total + per_job.total,
+           invocations_completed = job.invocations_completed + per_job.completed,
+           invocations_failed = job.invocations_failed + per_job.failed,
+           running_since_by_pool = job.running_since_by_pool - per_job.released,
+           -- A `keep` one-off is disabled when its run ends.
+           enabled = job.enabled AND NOT per_job.disable,
+           updated_at = CASE WHEN per_job.disable THEN now() ELSE job.updated_at END
+      FROM per_job
+     WHERE job.id = per_job.job_id
+),
+continuations AS (
+    SELECT next_queue, next_payload, next_priority, next_delay_ms
+      FROM recorded WHERE next_queue IS NOT NULL
+),{CONTINUATION_CTES}
+SELECT input.ord, CASE WHEN history.queue_job_id IS NULL THEN NULL ELSE now() END
+           AS recorded_at
+  FROM input LEFT JOIN history USING (queue_job_id)
+"""  # noqa: S608 (a constant from the queue engine's boundary)
+# A deleted one-off takes its history with it (ON DELETE CASCADE): nothing to add. Rare
+# (the end of a one-off run), so sent on its own.
+RECORD_DELETING = "DELETE FROM scheduled_jobs WHERE id = %(job_id)s RETURNING now() AS recorded_at"
 
 
-@cache
-def record_sql(release: bool, one_off: OneOffAfterRun | None, continues: bool) -> str:
-    """The recording statement for one kind of ending (see the module docstring)."""
-    if one_off is OneOffAfterRun.DELETE:
-        return _RECORD_DELETING
-    ending = ""
-    if release:
-        ending += ",\n       running_since_by_pool = job.running_since_by_pool - %(lock_key)s::text"
-    if one_off is OneOffAfterRun.KEEP:
-        ending += ",\n       enabled = false, updated_at = now()"
-    continuation = "," + CONTINUATION_CTES if continues else ""
-    return _RECORD.format(continuation=continuation, ending=ending)
+@dataclass(frozen=True)
+class AttemptToRecord:
+    """One attempt's part of a `RECORD`."""
+
+    record: AttemptRecord
+    ending: Ending
+    continuation: Continuation | None
 
 
-def _record_params(record: AttemptRecord, continuation: Continuation | None) -> dict[str, Any]:
-    succeeded = record.state is AttemptState.SUCCEEDED
-    params: dict[str, Any] = {
-        "job_id": record.job_id,
-        "queue_job_id": record.queue_job_id,
-        "state": str(record.state),
-        "duration_ms": record.duration_ms,
-        "error": record.error,
-        "last_call": None if record.last_call is None else Jsonb(record.last_call),
-        "completed": int(succeeded),
-        "failed": int(not succeeded),
-        "duration": record.duration_ms or 0,
-        "lock_key": _lock_key(record.args.pool_index),
-    }
-    if continuation is not None:
-        params |= {
-            "next_queue": continuation.queue,
-            "next_payload": continuation.args.to_payload(),
-            "next_priority": continuation.args.priority,
-            "next_delay_ms": continuation.delay_ms,
-        }
-    return params
+async def _record(hot: HotConnections, batch: Sequence[AttemptToRecord]) -> list[datetime | None]:
+    records = [item.record for item in batch]
+    follows = [item.continuation for item in batch]
+    rows = await hot.fetch_all(
+        RECORD,
+        {
+            "queue_job_ids": [record.queue_job_id for record in records],
+            "job_ids": [record.job_id for record in records],
+            "states": [str(record.state) for record in records],
+            "durations": [record.duration_ms for record in records],
+            "errors": [record.error for record in records],
+            "last_calls": [
+                None if record.last_call is None else Jsonb(record.last_call) for record in records
+            ],
+            "lock_keys": [_lock_key(record.args.pool_index) for record in records],
+            "releases": [item.ending.release for item in batch],
+            "disables": [item.ending.one_off is OneOffAfterRun.KEEP for item in batch],
+            "next_queues": [None if next is None else next.queue for next in follows],
+            "next_payloads": [None if next is None else next.args.to_payload() for next in follows],
+            "next_priorities": [None if next is None else next.args.priority for next in follows],
+            "next_delays": [None if next is None else next.delay_ms for next in follows],
+        },
+    )
+    recorded: list[datetime | None] = [None] * len(batch)
+    for row in rows:
+        recorded[int(row["ord"]) - 1] = row["recorded_at"]
+    return recorded
 
 
-async def record_attempt(
-    hot: HotConnections,
-    record: AttemptRecord,
-    ending: Ending,
-    continuation: Continuation | None = None,
-) -> datetime | None:
-    """Finish the attempt's history row, add its stats bucket and counters, apply `ending`,
-    and queue `continuation` (due `delay_ms` after the recording time).
+# Statements of each kind running at once, and attempts per statement at most. Two in
+# flight keep Postgres busy while the next batch forms; the worker's connections follow.
+STATEMENTS_IN_FLIGHT = 2
+MAX_BATCH = 20
+CONNECTIONS_NEEDED = 2 * STATEMENTS_IN_FLIGHT + 1  # both kinds, and a one-off's delete
 
-    One statement, idempotent per queue job. Return the database time it was recorded
-    at, or None when the job no longer exists or this queue job's attempt was already
-    recorded (nothing is written or queued then).
+
+class AttemptStatements:
+    """The two statements of every attempt this worker runs, batched when they coincide.
+
+    `max_in_flight` statements of each kind run at once; attempts arriving meanwhile go
+    in the next one, up to `max_batch` of them.
     """
-    sql = record_sql(ending.release, ending.one_off, continuation is not None)
-    if ending.one_off is OneOffAfterRun.DELETE:
-        params: dict[str, Any] = {"job_id": record.job_id}
-    else:
-        params = _record_params(record, continuation)
-    row = await hot.fetch_first(sql, params)
-    return None if row is None else row["recorded_at"]
+
+    def __init__(
+        self,
+        hot: HotConnections,
+        *,
+        max_batch: int = MAX_BATCH,
+        max_in_flight: int = STATEMENTS_IN_FLIGHT,
+    ) -> None:
+        self.hot = hot
+        self.loads: StatementBatcher[AttemptToLoad, LoadedJob | None] = StatementBatcher(
+            lambda batch: _load(hot, batch), max_batch=max_batch, max_in_flight=max_in_flight
+        )
+        self.records: StatementBatcher[AttemptToRecord, datetime | None] = StatementBatcher(
+            lambda batch: _record(hot, batch), max_batch=max_batch, max_in_flight=max_in_flight
+        )
+
+    async def load(
+        self, args: AttemptArgs, queue_job_id: int, due_at: datetime | None
+    ) -> LoadedJob | None:
+        """Read everything one attempt needs; None when the job is gone.
+
+        Side effects, in the same statement: the member's lock is stamped (a runnable
+        `skip` job) or released (a job that can no longer run), and the start marker is
+        written when this queue job has no history row yet and the job can run. Raise
+        `psycopg.OperationalError` when the database cannot be reached.
+        """
+        return await self.loads.submit(AttemptToLoad(args, queue_job_id, due_at))
+
+    async def record(
+        self,
+        record: AttemptRecord,
+        ending: Ending,
+        continuation: Continuation | None = None,
+    ) -> datetime | None:
+        """Finish the attempt's history row, add its stats and counters, apply `ending`,
+        and queue `continuation` (due `delay_ms` after the recording time).
+
+        Idempotent per queue job. Return the database time it was recorded at, or None
+        when the job no longer exists or this queue job's attempt was already recorded
+        (nothing is written or queued then).
+        """
+        if ending.one_off is OneOffAfterRun.DELETE:
+            row = await self.hot.fetch_first(RECORD_DELETING, {"job_id": record.job_id})
+            return None if row is None else row["recorded_at"]
+        return await self.records.submit(AttemptToRecord(record, ending, continuation))

@@ -109,17 +109,17 @@ async def enqueue(conn: psycopg.AsyncConnection[Any], jobs: Sequence[NewQueueJob
     return [int(row[0]) for row in await cursor.fetchall()]
 
 
-# CTEs that queue one job when the statement's CTE named `history` returned a row.
-# Embedded in the attempt's recording statement, so a loop iteration or a retry is
-# queued by the statement that records the attempt, and a repeated recording (which
-# updates no history row) queues nothing. Parameters: `next_queue`, `next_payload`
-# (bytes), `next_priority` and `next_delay_ms`.
+# CTEs that queue one job per row of the statement's CTE named `continuations` (columns
+# `next_queue`, `next_payload`, `next_priority`, `next_delay_ms`). Embedded in the
+# attempt's recording statement, so a loop iteration or a retry is queued by the
+# statement that records its attempt, and a repeated recording queues nothing. The log
+# rows are what PgQueuer's own enqueue writes.
 CONTINUATION_CTES = """
 queued AS (
     INSERT INTO pgqueuer (priority, entrypoint, payload, execute_after, status)
-    SELECT %(next_priority)s::int, %(next_queue)s::text, %(next_payload)s::bytea,
-           now() + %(next_delay_ms)s::int * interval '1 millisecond', 'queued'
-     WHERE EXISTS (SELECT 1 FROM history)
+    SELECT next_priority, next_queue, next_payload,
+           now() + next_delay_ms * interval '1 millisecond', 'queued'
+      FROM continuations
     RETURNING id, entrypoint, priority
 ),
 queued_log AS (

@@ -17,8 +17,6 @@ from zilean.services.signals import SOFT_STOP, stop_on_signals
 
 log = structlog.get_logger(__name__)
 
-HOT_POOL_PER_SLOT = 2  # attempt connections per concurrent attempt: one reads, one records
-
 
 def run_worker(service: Service, settings: WorkerSettings | ScriptWorkerSettings) -> None:
     """Consume this service's queue until SIGINT or SIGTERM, then drain for `SOFT_STOP`.
@@ -107,7 +105,6 @@ async def _consume_http_attempts(
         client,
         SecretBox(settings.settings_encryption_key),
         default_failure_url=settings.on_failure_url,
-        hot_pool_size=HOT_POOL_PER_SLOT * settings.max_concurrency,
     )
     consumer = QueueConsumer(
         libpq_url(settings.database_url),
