@@ -303,6 +303,8 @@ class AttemptRunner:
 
         Raise `PermanentCallError` for a referenced secret the current key cannot open.
         """
+        if not loaded.variables:  # the read loads only the variables a job may reference
+            return {}, []
         row = loaded.row
         texts = [
             row["url"] or "",
