@@ -202,3 +202,44 @@ async def test_a_job_switched_off_before_its_attempt_runs_exits_cleanly_and_unlo
     assert await attempts(engine, job["id"]) == []
     assert await locks(engine, job["id"]) == {}
     assert await queue_statuses(engine) == ["finished"]  # finished, not failed or retried
+
+
+async def test_attempts_running_together_share_their_statements_and_add_up_per_job(
+    core_app: FastAPI, engine: AsyncEngine, database_url: str, cast: Cast
+) -> None:
+    """Pool members of one job read and record in the same statements: each member's
+    lock is stamped and released, and the job's counters and stats add every attempt."""
+    with http_target() as target:
+        target.respond(*(ScriptedResponse(status=500, body=b"no") for _ in range(4)))
+        pooled = await http_job(
+            core_app, cast.alice.session, target, name="pooled", pool_count=8, retry_enabled=False
+        )
+        others = [
+            await http_job(
+                core_app, cast.alice.session, target, name=f"other {n}", retry_enabled=False
+            )
+            for n in range(12)
+        ]
+        await run_now(core_app, cast.alice.session, pooled["id"])
+        for job in others:
+            await run_now(core_app, cast.alice.session, job["id"])
+        async with worker_for(database_url, concurrency=20) as worker:
+            await worker.drain(lambda: settled(engine))
+            statements = worker.runner.statements
+    assert len(target.requests) == 20
+    assert statements.loads.items_sent == statements.records.items_sent == 20
+    assert statements.loads.batches_sent < 20  # some attempts shared a statement
+    rows = await attempts(engine, pooled["id"])
+    assert sorted(row["pool_index"] for row in rows) == list(range(8))
+    assert {row["state"] for row in rows} <= {"succeeded", "cancelled"}
+    assert await locks(engine, pooled["id"]) == {}  # all eight members released
+    row = await job_row(engine, pooled["id"])
+    assert row is not None
+    failed = sum(1 for attempt in rows if attempt["state"] != "succeeded")
+    assert (row["invocations_total"], row["invocations_failed"]) == (8, failed)
+    buckets = await stats(engine, pooled["id"])
+    assert sum(bucket["total"] for bucket in buckets) == 8
+    assert sum(bucket["failed"] for bucket in buckets) == failed
+    for job in others:
+        [attempt] = await attempts(engine, job["id"])
+        assert attempt["state"] in {"succeeded", "cancelled"}
