@@ -17,14 +17,24 @@ from zilean.db.urls import libpq_url
 CONNECT_TIMEOUT = 5  # seconds (libpq takes whole seconds)
 
 
-async def connect(database_url: str, *, application_name: str) -> psycopg.AsyncConnection[Any]:
-    """An autocommit connection whose timestamps come back in UTC, as from the engine."""
+async def connect(
+    database_url: str, *, application_name: str, synchronous_commit: bool = True
+) -> psycopg.AsyncConnection[Any]:
+    """An autocommit connection whose timestamps come back in UTC, as from the engine.
+
+    With `synchronous_commit` off, a commit returns before its WAL reaches the disk: a
+    Postgres crash (not a restart) can lose the last fraction of a second of them, never
+    half of one. Only for writes that are safe to lose that way (see the callers).
+    """
+    options = "-c timezone=UTC"
+    if not synchronous_commit:
+        options += " -c synchronous_commit=off"
     return await psycopg.AsyncConnection.connect(
         libpq_url(database_url),
         autocommit=True,
         connect_timeout=CONNECT_TIMEOUT,
         application_name=application_name,
-        options="-c timezone=UTC",
+        options=options,
     )
 
 

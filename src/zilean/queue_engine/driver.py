@@ -15,6 +15,11 @@ replaces either the moment it breaks:
   second of Postgres coming back. Once `stop_retrying` is called they fail instead.
 - Every statement has a deadline (`db/deadline.py`): a half-open connection is severed
   after `STATEMENT_TIMEOUT` and replaced, instead of hanging the worker.
+- Its commits do not wait for the disk (`synchronous_commit` off): a claim, a completion
+  or a heartbeat that a Postgres crash loses is harmless. WAL is written in order, so the
+  attempt's start marker, committed synchronously on the worker's other connections
+  before any call is made, makes every claim before it durable too; a lost completion
+  makes the job come back, already recorded, and it only finishes.
 - The listener re-attaches after any loss and then wakes every subscriber once, since
   notifications sent while it was deaf are gone. When it has heard nothing for
   `PROBE_INTERVAL`, it sends itself a notification; one that does not arrive within
@@ -211,7 +216,11 @@ class ResilientDriver:
         failures = 0
         while True:
             try:
-                conn = await connect(self._conninfo, application_name=self._application_name)
+                conn = await connect(
+                    self._conninfo,
+                    application_name=self._application_name,
+                    synchronous_commit=False,
+                )
             except psycopg.OperationalError as exc:
                 if not self._retrying:
                     raise DriverStopped(_first_line(exc)) from exc
