@@ -6,6 +6,7 @@ import logging
 
 import pytest
 from fastapi import FastAPI
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.support.actors import Cast, client_for
@@ -243,3 +244,54 @@ async def test_attempts_running_together_share_their_statements_and_add_up_per_j
     for job in others:
         [attempt] = await attempts(engine, job["id"])
         assert attempt["state"] in {"succeeded", "cancelled"}
+
+
+async def test_a_transaction_locking_many_jobs_never_deadlocks_with_the_worker(
+    core_app: FastAPI, engine: AsyncEngine, database_url: str, cast: Cast
+) -> None:
+    """A bulk edit locks many job rows, in its own order, while the worker reads and
+    records attempts of those jobs in batches: no deadlock, and the edit goes through."""
+    with http_target() as target:
+        jobs = [
+            await http_job(
+                core_app,
+                cast.alice.session,
+                target,
+                name=f"looping {n}",
+                loop_enabled=True,
+                loop_delay_ms=0,
+                loop_max_iterations=1_000,
+            )
+            for n in range(12)
+        ]
+        target.respond(*(remaining(1) for _ in range(20_000)))
+        job_ids = [job["id"] for job in jobs]
+        async with worker_for(database_url, concurrency=20) as worker:
+            deadlocks = await _deadlocks(engine)
+            for job_id in job_ids:
+                await run_now(core_app, cast.alice.session, job_id)
+            await worker.drain(lambda: _attempted(engine, 200))
+            for round_ in range(30):  # each a bulk edit, locking the rows in a new order
+                order = job_ids[round_ % 12 :] + job_ids[: round_ % 12]
+                async with engine.begin() as conn:
+                    for job_id in reversed(order) if round_ % 2 else order:
+                        await conn.execute(
+                            text("SELECT 1 FROM scheduled_jobs WHERE id = :id FOR UPDATE"),
+                            {"id": job_id},
+                        )
+                    await conn.execute(text("SELECT pg_sleep(0.01)"))
+            assert await _deadlocks(engine) == deadlocks
+
+
+async def _deadlocks(engine: AsyncEngine) -> int:
+    async with engine.connect() as conn:
+        count = await conn.scalar(
+            text("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()")
+        )
+    return int(count or 0)
+
+
+async def _attempted(engine: AsyncEngine, count: int) -> bool:
+    async with engine.connect() as conn:
+        done = await conn.scalar(text("SELECT count(*) FROM job_attempts WHERE state <> 'running'"))
+    return int(done or 0) >= count

@@ -21,6 +21,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
 import psycopg
+import structlog
+
+log = structlog.get_logger(__name__)
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
@@ -84,9 +87,15 @@ class StatementBatcher(Generic[Item, Result]):
         except psycopg.Error as exc:
             if len(batch) == 1:
                 _fail(batch, exc)
-            else:
-                for one in batch:  # one item's bad value must not fail the others
-                    await self._deliver([one])
+                return
+            log.warning(
+                "a batched statement failed; sending its items one by one",
+                action="batch.fallback",
+                items=len(batch),
+                error=type(exc).__name__,
+            )
+            for one in batch:  # one item's bad value must not fail the others
+                await self._deliver([one])
         except BaseException as exc:
             _fail(batch, exc)
             raise

@@ -31,8 +31,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from functools import cache
 from typing import Any
 
+import psycopg
 from psycopg.types.json import Jsonb
 
 from zilean.execution.batching import StatementBatcher
@@ -68,13 +70,28 @@ _JOB_COLUMNS = (
 
 # The column list is the constant above, not input: S608 does not apply.
 LOAD = f"""
-WITH input AS (
+WITH input AS MATERIALIZED (
     SELECT * FROM unnest(
         %(job_ids)s::uuid[], %(queue_job_ids)s::bigint[], %(lock_keys)s::text[],
         %(attempts)s::int[], %(max_attempts)s::int[], %(triggers)s::text[],
         %(pool_indexes)s::int[], %(loop_iterations)s::int[], %(due)s::timestamptz[]
     ) WITH ORDINALITY AS i(job_id, queue_job_id, lock_key, attempt, max_attempts, trigger,
                            pool_index, loop_iteration, scheduled_at, ord)
+),
+-- First, the batch's job rows, without waiting. The statement then writes rows that
+-- reference them (the start markers' foreign keys lock them too) and updates them: a
+-- batch that waited for one job row while holding others could deadlock with a
+-- transaction that locks several jobs (a firing, a bulk edit). This one fails at once
+-- instead (LockNotAvailable), and its attempts are sent again one by one, each waiting
+-- for its single job row (`LOAD_ONE`), which cannot deadlock.
+job_locks AS MATERIALIZED (
+    SELECT id FROM scheduled_jobs
+     WHERE id IN (SELECT job_id FROM input)
+       FOR NO KEY UPDATE NOWAIT
+),
+-- A CTE is read only as far as its reader asks; counting takes every lock now.
+locked AS (
+    SELECT count(*) AS jobs FROM job_locks
 ),
 prior AS (
     SELECT queue_job_id, state FROM job_attempts
@@ -84,6 +101,7 @@ gate AS (
     SELECT input.ord, job.overlap_policy, disabled.gated,
            job.enabled AND NOT disabled.gated AS runnable
       FROM input
+      JOIN job_locks ON job_locks.id = input.job_id
       JOIN scheduled_jobs job ON job.id = input.job_id
      CROSS JOIN LATERAL (
          SELECT EXISTS (
@@ -92,6 +110,7 @@ gate AS (
                  OR starts_with(job.group_name, grp.group_name || '/')
          ) AS gated
      ) disabled
+     WHERE (SELECT jobs FROM locked) IS NOT NULL
 ),
 -- A runnable skip job stamps its member's lock, so a long loop never looks stale; a job
 -- that can no longer run gives the lock back. A queue job whose attempt was already
@@ -152,6 +171,71 @@ SELECT input.ord,
 """  # noqa: S608
 
 
+# One attempt alone: the same read, without the arrays (about half the server time).
+LOAD_ONE = f"""
+WITH prior AS (
+    SELECT state FROM job_attempts WHERE queue_job_id = %(queue_job_id)s
+),
+gate AS (
+    SELECT job.enabled AND NOT disabled.gated AS runnable, disabled.gated
+      FROM scheduled_jobs job
+     CROSS JOIN LATERAL (
+         SELECT EXISTS (
+             SELECT 1 FROM disabled_groups grp
+              WHERE grp.group_name = job.group_name
+                 OR starts_with(job.group_name, grp.group_name || '/')
+         ) AS gated
+     ) disabled
+     WHERE job.id = %(job_id)s
+),
+-- A runnable skip job stamps its member's lock, so a long loop never looks stale; a job
+-- that can no longer run gives the lock back. A queue job whose attempt was already
+-- recorded leaves the lock alone: its run has moved on.
+lock_refresh AS (
+    UPDATE scheduled_jobs job
+       SET running_since_by_pool = CASE
+               WHEN gate.runnable THEN jsonb_set(
+                   job.running_since_by_pool, ARRAY[%(lock_key)s::text], to_jsonb(now()))
+               ELSE job.running_since_by_pool - %(lock_key)s::text
+           END
+      FROM gate
+     WHERE job.id = %(job_id)s
+       AND (job.overlap_policy = 'skip' OR NOT gate.runnable)
+       AND NOT EXISTS (SELECT 1 FROM prior WHERE prior.state <> 'running')
+),
+-- The start marker, written before the call is made.
+started AS (
+    INSERT INTO job_attempts (job_id, queue_job_id, state, attempt, max_attempts, trigger,
+                              pool_index, loop_iteration, scheduled_at, attempted_at)
+    SELECT %(job_id)s, %(queue_job_id)s, 'running', %(attempt)s, %(max_attempts)s,
+           %(trigger)s, %(pool_index)s, %(loop_iteration)s, %(scheduled_at)s, now()
+      FROM gate
+     WHERE gate.runnable AND NOT EXISTS (SELECT 1 FROM prior)
+    ON CONFLICT (queue_job_id) WHERE queue_job_id IS NOT NULL DO NOTHING
+    RETURNING 1
+)
+SELECT {", ".join(f"job.{name}" for name in _JOB_COLUMNS)},
+       gate.gated,
+       now() AS now,
+       (SELECT state FROM prior) AS prior_state,
+       EXISTS (SELECT 1 FROM started) AS started,
+       -- The sealed auth secret may itself hold `{{{{name}}}}`: SQL cannot see inside
+       -- it, so a job with one loads every variable and the worker opens only those
+       -- it references.
+       (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                   'id', var.id, 'name', var.name, 'value', var.value,
+                   'is_secret', var.is_secret, 'sealed', encode(var.secret_value, 'base64'))),
+               '[]'::jsonb)
+          FROM global_variables var
+         WHERE job.auth_secret IS NOT NULL
+            OR concat_ws(' ', job.url, job.body, job.query_params::text, job.headers::text,
+                         job.auth_config::text) ~ ('\\{{\\{{\\s*' || var.name || '\\s*\\}}\\}}')
+       ) AS variables
+  FROM scheduled_jobs job, gate
+ WHERE job.id = %(job_id)s
+"""  # noqa: S608
+
+
 @dataclass(frozen=True)
 class StoredVariable:
     """A global variable as loaded: plaintext, or the sealed bytes of a secret."""
@@ -193,33 +277,61 @@ class AttemptToLoad:
 
 
 async def _load(hot: HotConnections, batch: Sequence[AttemptToLoad]) -> list[LoadedJob | None]:
+    if len(batch) == 1:
+        return [await _load_one(hot, batch[0])]
     args = [item.args for item in batch]
-    rows = await hot.fetch_all(
-        LOAD,
-        {
-            "job_ids": [uuid.UUID(arg.job_id) for arg in args],
-            "queue_job_ids": [item.queue_job_id for item in batch],
-            "lock_keys": [_lock_key(arg.pool_index) for arg in args],
-            "attempts": [arg.attempt for arg in args],
-            "max_attempts": [arg.max_attempts for arg in args],
-            "triggers": [str(arg.trigger) for arg in args],
-            "pool_indexes": [arg.pool_index for arg in args],
-            "loop_iterations": [arg.loop_iteration for arg in args],
-            "due": [item.due_at for item in batch],
-        },
-    )
+    try:
+        rows = await hot.fetch_all(
+            LOAD,
+            {
+                "job_ids": [uuid.UUID(arg.job_id) for arg in args],
+                "queue_job_ids": [item.queue_job_id for item in batch],
+                "lock_keys": [_lock_key(arg.pool_index) for arg in args],
+                "attempts": [arg.attempt for arg in args],
+                "max_attempts": [arg.max_attempts for arg in args],
+                "triggers": [str(arg.trigger) for arg in args],
+                "pool_indexes": [arg.pool_index for arg in args],
+                "loop_iterations": [arg.loop_iteration for arg in args],
+                "due": [item.due_at for item in batch],
+            },
+        )
+    except psycopg.errors.LockNotAvailable:  # a job row is busy: one by one, waiting
+        return [await _load_one(hot, item) for item in batch]
     loaded: list[LoadedJob | None] = [None] * len(batch)  # a job that is gone has no row
     for row in rows:
-        prior = row["prior_state"]
-        loaded[int(row["ord"]) - 1] = LoadedJob(
-            row={name: row[name] for name in _JOB_COLUMNS},
-            gated=bool(row["gated"]),
-            now=row["now"],
-            variables=[_variable(item) for item in row["variables"]],
-            prior=None if prior is None else AttemptState(prior),
-            started=bool(row["started"]),
-        )
+        loaded[int(row["ord"]) - 1] = _loaded(row)
     return loaded
+
+
+async def _load_one(hot: HotConnections, item: AttemptToLoad) -> LoadedJob | None:
+    args = item.args
+    row = await hot.fetch_first(
+        LOAD_ONE,
+        {
+            "job_id": uuid.UUID(args.job_id),
+            "queue_job_id": item.queue_job_id,
+            "lock_key": _lock_key(args.pool_index),
+            "attempt": args.attempt,
+            "max_attempts": args.max_attempts,
+            "trigger": str(args.trigger),
+            "pool_index": args.pool_index,
+            "loop_iteration": args.loop_iteration,
+            "scheduled_at": item.due_at,
+        },
+    )
+    return None if row is None else _loaded(row)
+
+
+def _loaded(row: Mapping[str, Any]) -> LoadedJob:
+    prior = row["prior_state"]
+    return LoadedJob(
+        row={name: row[name] for name in _JOB_COLUMNS},
+        gated=bool(row["gated"]),
+        now=row["now"],
+        variables=[_variable(item) for item in row["variables"]],
+        prior=None if prior is None else AttemptState(prior),
+        started=bool(row["started"]),
+    )
 
 
 def _variable(item: Mapping[str, Any]) -> StoredVariable:
@@ -280,7 +392,7 @@ def one_off_completion(row: Mapping[str, Any], trigger: str) -> OneOffAfterRun |
 
 
 RECORD = f"""
-WITH input AS (
+WITH input AS MATERIALIZED (
     SELECT * FROM unnest(
         %(queue_job_ids)s::bigint[], %(job_ids)s::uuid[], %(states)s::text[],
         %(durations)s::int[], %(errors)s::text[], %(last_calls)s::jsonb[],
@@ -291,12 +403,25 @@ WITH input AS (
                            lock_key, release, disable, next_queue, next_payload,
                            next_priority, next_delay_ms, ord)
 ),
+-- The batch's job rows first, without waiting (see `LOAD`); every statement of ours
+-- takes job rows before stats rows, and stats rows in job order, so two of ours never
+-- deadlock either.
+job_locks AS MATERIALIZED (
+    SELECT id FROM scheduled_jobs
+     WHERE id IN (SELECT job_id FROM input)
+       FOR NO KEY UPDATE NOWAIT
+),
+-- A CTE is read only as far as its reader asks; counting takes every lock now.
+locked AS (
+    SELECT count(*) AS jobs FROM job_locks
+),
 history AS (
     UPDATE job_attempts attempt
        SET state = input.state, finalized_at = now(), duration_ms = input.duration_ms,
            error = input.error, last_call = input.last_call
       FROM input
      WHERE attempt.queue_job_id = input.queue_job_id AND attempt.state = 'running'
+       AND (SELECT jobs FROM locked) IS NOT NULL
     RETURNING attempt.queue_job_id
 ),
 -- Only what this statement recorded: a repeat, or a job deleted meanwhile, adds nothing.
@@ -319,6 +444,7 @@ stats AS (
     SELECT job_id, date_trunc('minute', now()), total, completed, failed,
            duration_sum, duration_max
       FROM per_job
+     ORDER BY job_id
     ON CONFLICT (job_id, bucket_start) DO UPDATE
        SET total = bucket.total + excluded.total,
            completed = bucket.completed + excluded.completed,
@@ -350,6 +476,61 @@ SELECT input.ord, CASE WHEN history.queue_job_id IS NULL THEN NULL ELSE now() EN
 # (the end of a one-off run), so sent on its own.
 RECORD_DELETING = "DELETE FROM scheduled_jobs WHERE id = %(job_id)s RETURNING now() AS recorded_at"
 
+# One attempt alone: the same recording without the arrays and sums (about half the
+# server time, which a looping job pays on every iteration). It waits for its job row,
+# which is safe: it holds no other row of a job while it waits.
+_RECORD_ONE = """
+WITH job_lock AS MATERIALIZED (
+    SELECT id FROM scheduled_jobs WHERE id = %(job_id)s FOR NO KEY UPDATE
+),
+history AS (
+    UPDATE job_attempts
+       SET state = %(state)s, finalized_at = now(), duration_ms = %(duration_ms)s,
+           error = %(error)s, last_call = %(last_call)s
+     WHERE queue_job_id = %(queue_job_id)s AND state = 'running'
+       AND EXISTS (SELECT 1 FROM job_lock)
+    RETURNING job_id
+),
+stats AS (
+    INSERT INTO job_call_stats AS bucket
+           (job_id, bucket_start, total, completed, failed, duration_sum_ms, duration_max_ms)
+    SELECT job_id, date_trunc('minute', now()), 1, %(completed)s, %(failed)s,
+           %(duration)s, %(duration)s
+      FROM history
+    ON CONFLICT (job_id, bucket_start) DO UPDATE
+       SET total = bucket.total + excluded.total,
+           completed = bucket.completed + excluded.completed,
+           failed = bucket.failed + excluded.failed,
+           duration_sum_ms = bucket.duration_sum_ms + excluded.duration_sum_ms,
+           duration_max_ms = greatest(bucket.duration_max_ms, excluded.duration_max_ms)
+){continuation}
+UPDATE scheduled_jobs job
+   SET invocations_total = job.invocations_total + 1,
+       invocations_completed = job.invocations_completed + %(completed)s,
+       invocations_failed = job.invocations_failed + %(failed)s{ending}
+ WHERE job.id = %(job_id)s AND job.id IN (SELECT job_id FROM history)
+RETURNING now() AS recorded_at
+"""
+_ONE_CONTINUATION = """,
+continuations AS (
+    SELECT %(next_queue)s::text AS next_queue, %(next_payload)s::bytea AS next_payload,
+           %(next_priority)s::int AS next_priority, %(next_delay_ms)s::int AS next_delay_ms
+      FROM history
+),"""
+_CONTINUATION_ONE = _ONE_CONTINUATION + CONTINUATION_CTES
+
+
+@cache
+def record_one_sql(release: bool, disable: bool, continues: bool) -> str:
+    """The single-attempt recording for one kind of ending (built once per kind)."""
+    ending = ""
+    if release:
+        ending += ",\n       running_since_by_pool = job.running_since_by_pool - %(lock_key)s::text"
+    if disable:
+        ending += ",\n       enabled = false, updated_at = now()"
+    continuation = _CONTINUATION_ONE if continues else ""
+    return _RECORD_ONE.format(continuation=continuation, ending=ending)
+
 
 @dataclass(frozen=True)
 class AttemptToRecord:
@@ -361,32 +542,71 @@ class AttemptToRecord:
 
 
 async def _record(hot: HotConnections, batch: Sequence[AttemptToRecord]) -> list[datetime | None]:
+    if len(batch) == 1:
+        return [await _record_one(hot, batch[0])]
     records = [item.record for item in batch]
     follows = [item.continuation for item in batch]
-    rows = await hot.fetch_all(
-        RECORD,
-        {
-            "queue_job_ids": [record.queue_job_id for record in records],
-            "job_ids": [record.job_id for record in records],
-            "states": [str(record.state) for record in records],
-            "durations": [record.duration_ms for record in records],
-            "errors": [record.error for record in records],
-            "last_calls": [
-                None if record.last_call is None else Jsonb(record.last_call) for record in records
-            ],
-            "lock_keys": [_lock_key(record.args.pool_index) for record in records],
-            "releases": [item.ending.release for item in batch],
-            "disables": [item.ending.one_off is OneOffAfterRun.KEEP for item in batch],
-            "next_queues": [None if next is None else next.queue for next in follows],
-            "next_payloads": [None if next is None else next.args.to_payload() for next in follows],
-            "next_priorities": [None if next is None else next.args.priority for next in follows],
-            "next_delays": [None if next is None else next.delay_ms for next in follows],
-        },
-    )
+    try:
+        rows = await hot.fetch_all(
+            RECORD,
+            {
+                "queue_job_ids": [record.queue_job_id for record in records],
+                "job_ids": [record.job_id for record in records],
+                "states": [str(record.state) for record in records],
+                "durations": [record.duration_ms for record in records],
+                "errors": [record.error for record in records],
+                "last_calls": [
+                    None if record.last_call is None else Jsonb(record.last_call)
+                    for record in records
+                ],
+                "lock_keys": [_lock_key(record.args.pool_index) for record in records],
+                "releases": [item.ending.release for item in batch],
+                "disables": [item.ending.one_off is OneOffAfterRun.KEEP for item in batch],
+                "next_queues": [None if next is None else next.queue for next in follows],
+                "next_payloads": [
+                    None if next is None else next.args.to_payload() for next in follows
+                ],
+                "next_priorities": [
+                    None if next is None else next.args.priority for next in follows
+                ],
+                "next_delays": [None if next is None else next.delay_ms for next in follows],
+            },
+        )
+    except psycopg.errors.LockNotAvailable:  # a job row is busy: one by one, waiting
+        return [await _record_one(hot, item) for item in batch]
     recorded: list[datetime | None] = [None] * len(batch)
     for row in rows:
         recorded[int(row["ord"]) - 1] = row["recorded_at"]
     return recorded
+
+
+async def _record_one(hot: HotConnections, item: AttemptToRecord) -> datetime | None:
+    record, continuation = item.record, item.continuation
+    succeeded = record.state is AttemptState.SUCCEEDED
+    params: dict[str, Any] = {
+        "job_id": record.job_id,
+        "queue_job_id": record.queue_job_id,
+        "state": str(record.state),
+        "duration_ms": record.duration_ms,
+        "error": record.error,
+        "last_call": None if record.last_call is None else Jsonb(record.last_call),
+        "completed": int(succeeded),
+        "failed": int(not succeeded),
+        "duration": record.duration_ms or 0,
+        "lock_key": _lock_key(record.args.pool_index),
+    }
+    if continuation is not None:
+        params |= {
+            "next_queue": continuation.queue,
+            "next_payload": continuation.args.to_payload(),
+            "next_priority": continuation.args.priority,
+            "next_delay_ms": continuation.delay_ms,
+        }
+    sql = record_one_sql(
+        item.ending.release, item.ending.one_off is OneOffAfterRun.KEEP, continuation is not None
+    )
+    row = await hot.fetch_first(sql, params)
+    return None if row is None else row["recorded_at"]
 
 
 # Statements of each kind running at once, and attempts per statement at most. Two in
