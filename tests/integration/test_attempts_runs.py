@@ -37,7 +37,7 @@ async def test_a_success_records_one_attempt_its_stats_and_counters_in_two_state
         assert set(await locks(engine, job["id"])) == {"0"}
         async with worker_for(database_url) as worker:
             await worker.drain(lambda: settled(engine))
-            hot = worker.runner.hot.statements_sent
+            hot = worker.runner.statements.statements_sent
     # The hot path: one statement to read, one to record, on the worker's own autocommit
     # connections (no BEGIN/COMMIT).
     assert hot == 2

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from zilean.crypto.contexts import auth_context
 from zilean.crypto.secretbox import SecretBox
 from zilean.jobkinds.errors import CallError, PermanentCallError
 from zilean.jobkinds.http.call import SNIPPET_CHARS, snippet
@@ -20,7 +21,6 @@ from zilean.jobkinds.http.request import (
 )
 from zilean.jobkinds.http.template import references, substitute
 from zilean.jobkinds.redaction import REDACTED, redact
-from zilean.registry.auth_secrets import auth_context
 
 TOKEN = "tok-secret-123"
 PASSWORD = "pw-secret-456"

@@ -18,17 +18,24 @@ CONNECT_TIMEOUT = 5  # seconds (libpq takes whole seconds)
 
 
 async def connect(
-    database_url: str, *, application_name: str, synchronous_commit: bool = True
+    database_url: str,
+    *,
+    application_name: str,
+    synchronous_commit: bool = True,
+    lock_timeout: float | None = None,
 ) -> psycopg.AsyncConnection[Any]:
     """An autocommit connection whose timestamps come back in UTC, as from the engine.
 
     With `synchronous_commit` off, a commit returns before its WAL reaches the disk: a
     Postgres crash (not a restart) can lose the last fraction of a second of them, never
     half of one. Only for writes that are safe to lose that way (see the callers).
+    `lock_timeout` (seconds) makes a statement that waits longer for a lock fail.
     """
     options = "-c timezone=UTC"
     if not synchronous_commit:
         options += " -c synchronous_commit=off"
+    if lock_timeout is not None:
+        options += f" -c lock_timeout={round(lock_timeout * 1000)}"
     return await psycopg.AsyncConnection.connect(
         libpq_url(database_url),
         autocommit=True,

@@ -38,12 +38,10 @@ from zilean.crypto.contexts import secret_context
 from zilean.crypto.secretbox import SecretBox, SecretUnreadable
 from zilean.errors import DatabaseUnavailable
 from zilean.execution.callback import Callbacks, FailureReport
-from zilean.execution.hot_path import HotConnections
 from zilean.execution.loop import DEFAULT_LOOP_MAX_ITERATIONS, MAX_ITERATIONS_MESSAGE, decide_loop
 from zilean.execution.payload import AttemptArgs, Trigger
 from zilean.execution.queues import queue_for
 from zilean.execution.recording import (
-    CONNECTIONS_NEEDED,
     AttemptRecord,
     AttemptState,
     AttemptStatements,
@@ -142,11 +140,9 @@ class AttemptRunner:
         box: SecretBox,
         *,
         default_failure_url: str | None = None,
-        hot_pool_size: int = CONNECTIONS_NEEDED,
         record_patience: float = RECORD_PATIENCE,
     ) -> None:
-        self.hot = HotConnections(database_url, max_size=hot_pool_size)
-        self.statements = AttemptStatements(self.hot)
+        self.statements = AttemptStatements(database_url)
         self._client = client
         self._box = box
         self._record_patience = record_patience
@@ -222,7 +218,7 @@ class AttemptRunner:
                 )
 
     async def close(self) -> None:
-        await self.hot.close()
+        await self.statements.close()
 
     async def _finish(self, running: _Running, call: CallResult) -> AttemptState:
         """Decide what follows `call`, record it, log it, and send the failure callback."""

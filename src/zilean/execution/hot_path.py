@@ -40,9 +40,12 @@ class HotConnections:
         *,
         max_size: int,
         statement_timeout: float = STATEMENT_TIMEOUT,
+        lock_timeout: float | None = None,
         application_name: str = "zilean-worker",
     ) -> None:
+        """`lock_timeout` (seconds) bounds how long a statement waits for a row lock."""
         self._database_url = database_url
+        self._lock_timeout = lock_timeout
         self._slots = asyncio.Semaphore(max_size)
         self._idle: list[psycopg.AsyncConnection[Any]] = []
         self._statement_timeout = statement_timeout
@@ -100,7 +103,11 @@ class HotConnections:
         self._idle.clear()
 
     async def _connect(self) -> psycopg.AsyncConnection[Any]:
-        return await connect(self._database_url, application_name=self._application_name)
+        return await connect(
+            self._database_url,
+            application_name=self._application_name,
+            lock_timeout=self._lock_timeout,
+        )
 
 
 async def _discard(conn: psycopg.AsyncConnection[Any]) -> None:

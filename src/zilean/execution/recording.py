@@ -78,16 +78,19 @@ WITH input AS MATERIALIZED (
     ) WITH ORDINALITY AS i(job_id, queue_job_id, lock_key, attempt, max_attempts, trigger,
                            pool_index, loop_iteration, scheduled_at, ord)
 ),
--- First, the batch's job rows, without waiting. The statement then writes rows that
--- reference them (the start markers' foreign keys lock them too) and updates them: a
--- batch that waited for one job row while holding others could deadlock with a
--- transaction that locks several jobs (a firing, a bulk edit). This one fails at once
--- instead (LockNotAvailable), and its attempts are sent again one by one, each waiting
--- for its single job row (`LOAD_ONE`), which cannot deadlock.
+-- The statement waits for job rows: the start markers' foreign keys share-lock them
+-- (which only FOR UPDATE conflicts with: a firing, the reconciler, a delete), and a skip
+-- job's lock stamp updates its row. A batch that waits for one while holding others
+-- could deadlock with a transaction that locks several jobs; so it waits at most
+-- `BATCH_LOCK_TIMEOUT`, well before Postgres would look for a deadlock (1 s), then fails
+-- (LockNotAvailable), and its attempts are sent again one by one, each waiting for its
+-- single job row (`LOAD_ONE`), which cannot deadlock. The rows it updates it locks
+-- first, in id order, so two batches of ours only queue behind each other.
 job_locks AS MATERIALIZED (
     SELECT id FROM scheduled_jobs
-     WHERE id IN (SELECT job_id FROM input)
-       FOR NO KEY UPDATE NOWAIT
+     WHERE id IN (SELECT job_id FROM input) AND overlap_policy = 'skip'
+     ORDER BY id
+       FOR NO KEY UPDATE
 ),
 -- A CTE is read only as far as its reader asks; counting takes every lock now.
 locked AS (
@@ -101,7 +104,6 @@ gate AS (
     SELECT input.ord, job.overlap_policy, disabled.gated,
            job.enabled AND NOT disabled.gated AS runnable
       FROM input
-      JOIN job_locks ON job_locks.id = input.job_id
       JOIN scheduled_jobs job ON job.id = input.job_id
      CROSS JOIN LATERAL (
          SELECT EXISTS (
@@ -276,12 +278,14 @@ class AttemptToLoad:
     due_at: datetime | None
 
 
-async def _load(hot: HotConnections, batch: Sequence[AttemptToLoad]) -> list[LoadedJob | None]:
+async def _load(
+    single: HotConnections, batched: HotConnections, batch: Sequence[AttemptToLoad]
+) -> list[LoadedJob | None]:
     if len(batch) == 1:
-        return [await _load_one(hot, batch[0])]
+        return [await _load_one(single, batch[0])]
     args = [item.args for item in batch]
     try:
-        rows = await hot.fetch_all(
+        rows = await batched.fetch_all(
             LOAD,
             {
                 "job_ids": [uuid.UUID(arg.job_id) for arg in args],
@@ -295,8 +299,8 @@ async def _load(hot: HotConnections, batch: Sequence[AttemptToLoad]) -> list[Loa
                 "due": [item.due_at for item in batch],
             },
         )
-    except psycopg.errors.LockNotAvailable:  # a job row is busy: one by one, waiting
-        return [await _load_one(hot, item) for item in batch]
+    except psycopg.errors.LockNotAvailable:  # a job row stayed busy: one by one, waiting
+        return [await _load_one(single, item) for item in batch]
     loaded: list[LoadedJob | None] = [None] * len(batch)  # a job that is gone has no row
     for row in rows:
         loaded[int(row["ord"]) - 1] = _loaded(row)
@@ -403,13 +407,14 @@ WITH input AS MATERIALIZED (
                            lock_key, release, disable, next_queue, next_payload,
                            next_priority, next_delay_ms, ord)
 ),
--- The batch's job rows first, without waiting (see `LOAD`); every statement of ours
--- takes job rows before stats rows, and stats rows in job order, so two of ours never
--- deadlock either.
+-- The batch's job rows first, in id order, waiting at most `BATCH_LOCK_TIMEOUT` (see
+-- `LOAD`); every statement of ours takes job rows before stats rows, and stats rows in
+-- job order, so two of ours never deadlock either.
 job_locks AS MATERIALIZED (
     SELECT id FROM scheduled_jobs
      WHERE id IN (SELECT job_id FROM input)
-       FOR NO KEY UPDATE NOWAIT
+     ORDER BY id
+       FOR NO KEY UPDATE
 ),
 -- A CTE is read only as far as its reader asks; counting takes every lock now.
 locked AS (
@@ -541,13 +546,15 @@ class AttemptToRecord:
     continuation: Continuation | None
 
 
-async def _record(hot: HotConnections, batch: Sequence[AttemptToRecord]) -> list[datetime | None]:
+async def _record(
+    single: HotConnections, batched: HotConnections, batch: Sequence[AttemptToRecord]
+) -> list[datetime | None]:
     if len(batch) == 1:
-        return [await _record_one(hot, batch[0])]
+        return [await _record_one(single, batch[0])]
     records = [item.record for item in batch]
     follows = [item.continuation for item in batch]
     try:
-        rows = await hot.fetch_all(
+        rows = await batched.fetch_all(
             RECORD,
             {
                 "queue_job_ids": [record.queue_job_id for record in records],
@@ -572,8 +579,8 @@ async def _record(hot: HotConnections, batch: Sequence[AttemptToRecord]) -> list
                 "next_delays": [None if next is None else next.delay_ms for next in follows],
             },
         )
-    except psycopg.errors.LockNotAvailable:  # a job row is busy: one by one, waiting
-        return [await _record_one(hot, item) for item in batch]
+    except psycopg.errors.LockNotAvailable:  # a job row stayed busy: one by one, waiting
+        return [await _record_one(single, item) for item in batch]
     recorded: list[datetime | None] = [None] * len(batch)
     for row in rows:
         recorded[int(row["ord"]) - 1] = row["recorded_at"]
@@ -613,30 +620,53 @@ async def _record_one(hot: HotConnections, item: AttemptToRecord) -> datetime | 
 # flight keep Postgres busy while the next batch forms; the worker's connections follow.
 STATEMENTS_IN_FLIGHT = 2
 MAX_BATCH = 20
-CONNECTIONS_NEEDED = 2 * STATEMENTS_IN_FLIGHT + 1  # both kinds, and a one-off's delete
+# How long a batch waits for its job rows before it falls back to one by one. Well below
+# Postgres's `deadlock_timeout` (1 s by default), so a batch gives way before a deadlock
+# with another transaction is even looked for.
+BATCH_LOCK_TIMEOUT = 0.1  # seconds
 
 
 class AttemptStatements:
     """The two statements of every attempt this worker runs, batched when they coincide.
 
     `max_in_flight` statements of each kind run at once; attempts arriving meanwhile go
-    in the next one, up to `max_batch` of them.
+    in the next one, up to `max_batch` of them. Batches run on connections of their own
+    whose lock waits end after `BATCH_LOCK_TIMEOUT`; a lone attempt's statement waits
+    for its one job row as long as it must. Call `close` when done.
     """
 
     def __init__(
         self,
-        hot: HotConnections,
+        database_url: str,
         *,
         max_batch: int = MAX_BATCH,
         max_in_flight: int = STATEMENTS_IN_FLIGHT,
     ) -> None:
-        self.hot = hot
+        # Both kinds may run lone statements at once, plus a one-off's delete.
+        self.singles = HotConnections(database_url, max_size=2 * max_in_flight + 1)
+        self.batches = HotConnections(
+            database_url, max_size=2 * max_in_flight, lock_timeout=BATCH_LOCK_TIMEOUT
+        )
+        singles, batches = self.singles, self.batches
         self.loads: StatementBatcher[AttemptToLoad, LoadedJob | None] = StatementBatcher(
-            lambda batch: _load(hot, batch), max_batch=max_batch, max_in_flight=max_in_flight
+            lambda batch: _load(singles, batches, batch),
+            max_batch=max_batch,
+            max_in_flight=max_in_flight,
         )
         self.records: StatementBatcher[AttemptToRecord, datetime | None] = StatementBatcher(
-            lambda batch: _record(hot, batch), max_batch=max_batch, max_in_flight=max_in_flight
+            lambda batch: _record(singles, batches, batch),
+            max_batch=max_batch,
+            max_in_flight=max_in_flight,
         )
+
+    @property
+    def statements_sent(self) -> int:
+        """For tests: the round-trips the hot path made."""
+        return self.singles.statements_sent + self.batches.statements_sent
+
+    async def close(self) -> None:
+        await self.singles.close()
+        await self.batches.close()
 
     async def load(
         self, args: AttemptArgs, queue_job_id: int, due_at: datetime | None
@@ -664,6 +694,6 @@ class AttemptStatements:
         (nothing is written or queued then).
         """
         if ending.one_off is OneOffAfterRun.DELETE:
-            row = await self.hot.fetch_first(RECORD_DELETING, {"job_id": record.job_id})
+            row = await self.singles.fetch_first(RECORD_DELETING, {"job_id": record.job_id})
             return None if row is None else row["recorded_at"]
         return await self.records.submit(AttemptToRecord(record, ending, continuation))
