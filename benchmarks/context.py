@@ -23,7 +23,7 @@ class BenchContext:
     scale: Scale
     workdir: Path
 
-    def cpu_meter(self, **services: ManagedProcess) -> CpuMeter:
+    def cpu_meter(self, unit: str = "attempt", **services: ManagedProcess) -> CpuMeter:
         """A meter over `services`, Postgres, the HTTP target and the suite's own process."""
         postmaster = self.postgres.postmaster_pid()
         groups = {name: _tree(process) for name, process in services.items()}
@@ -32,7 +32,7 @@ class BenchContext:
         groups["target"] = _tree(self.target)
         suite = psutil.Process()
         groups["suite"] = lambda: [suite]
-        return CpuMeter(groups)
+        return CpuMeter(groups, unit)
 
 
 def _tree(process: ManagedProcess) -> Callable[[], list[psutil.Process]]:

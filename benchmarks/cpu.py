@@ -41,16 +41,20 @@ class CpuMeter:
     """CPU shares (1.0 = one full core) of named process groups over measured steps."""
 
     groups: Mapping[str, Group]
+    unit: str = "attempt"  # what `stop(items=...)` counts, for the per-item figures
     _totals: dict[str, float] = field(default_factory=dict)
     _wall: float = 0.0
+    _items: int = 0
 
     def start(self) -> tuple[float, dict[str, dict[int, float]]]:
         return time.monotonic(), {name: _cpu_seconds(get()) for name, get in self.groups.items()}
 
-    def stop(self, started: tuple[float, dict[str, dict[int, float]]]) -> None:
-        """Add the CPU used since `started` by processes alive at both ends."""
+    def stop(self, started: tuple[float, dict[str, dict[int, float]]], items: int = 0) -> None:
+        """Add the CPU used since `started` by processes alive at both ends, for `items`
+        units of work (attempts, iterations) done in between."""
         began, before = started
         self._wall += time.monotonic() - began
+        self._items += items
         for name, get in self.groups.items():
             after = _cpu_seconds(get())
             used = sum(after[pid] - before[name][pid] for pid in after if pid in before[name])
@@ -61,7 +65,19 @@ class CpuMeter:
             return {}
         return {name: used / self._wall for name, used in self._totals.items()}
 
+    def per_item(self) -> dict[str, float]:
+        """CPU milliseconds per unit of work, by group (empty when no items were counted)."""
+        if not self._items:
+            return {}
+        return {name: used * 1000.0 / self._items for name, used in self._totals.items()}
+
     def describe(self) -> str:
-        """E.g. 'CPU (cores): worker 0.93, postgres 0.71, target 0.02'."""
+        """E.g. 'CPU (cores): worker 0.93, postgres 0.71; ms per attempt: worker 1.5, ...'."""
         parts = [f"{name} {share:.2f}" for name, share in self.shares().items()]
-        return "CPU (cores): " + ", ".join(parts) if parts else ""
+        if not parts:
+            return ""
+        text = "CPU (cores): " + ", ".join(parts)
+        per_item = [f"{name} {ms:.2f}" for name, ms in self.per_item().items()]
+        if per_item:
+            text += f"; CPU ms per {self.unit}: " + ", ".join(per_item)
+        return text

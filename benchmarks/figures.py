@@ -22,7 +22,7 @@ class Op(StrEnum):
 
 class On(StrEnum):
     VALUE = "value"  # the target bounds the figure itself (e.g. p99 <= 100 ms)
-    RATIO = "ratio"  # the target bounds value / baseline (e.g. >= 0.90 of bare Procrastinate)
+    RATIO = "ratio"  # the target bounds value / baseline (e.g. >= 3 x the alternative)
 
 
 @dataclass(frozen=True)

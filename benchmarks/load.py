@@ -3,7 +3,9 @@
 `fire_run_now` calls the run-now service (`execution/run_now.py`: overlap locks, the
 queue insert, the audit entry) for every job in ONE transaction, so all attempts become
 visible to the worker at one commit: a clean start edge for "queue insert to recorded
-attempt". Attempts are counted in `job_attempts`, the call history itself.
+attempt". Attempts are counted in `job_attempts`, the call history itself: a row is
+written when an attempt starts (`running`, `attempted_at`) and finished when it is
+recorded (`finalized_at`).
 """
 
 from __future__ import annotations
@@ -42,13 +44,18 @@ async def attempt_watermark(engine: AsyncEngine) -> int:
 
 
 async def recorded_since(engine: AsyncEngine, watermark: int) -> tuple[int, int]:
-    """Return (attempts recorded above `watermark`, how many of them did not succeed)."""
+    """Return (attempts finished above `watermark`, how many of them did not succeed).
+
+    An attempt's history row exists from its start (state `running`, the start marker);
+    it counts once its recording has finished it.
+    """
+    finished = job_attempts.c.finalized_at.is_not(None)
     async with engine.connect() as conn:
         row = (
             await conn.execute(
                 select(
-                    func.count(),
-                    func.count().filter(job_attempts.c.state != "succeeded"),
+                    func.count().filter(finished),
+                    func.count().filter(finished, job_attempts.c.state != "succeeded"),
                 ).where(job_attempts.c.id > watermark)
             )
         ).one()

@@ -47,8 +47,17 @@ class BenchPostgres:
 
     def clone(self, label: str) -> str:
         """Create a fresh database from the template; return its URL."""
+        return self._create(label, TEMPLATE)
+
+    def empty(self, label: str) -> str:
+        """Create a database with no schema at all (the alternative's); return its URL."""
+        return self._create(label, None)
+
+    def _create(self, label: str, template: str | None) -> str:
         name = f"bench_{next(self._numbers):02d}_{label}"
-        create_database(self.admin_url, name, template=TEMPLATE)
+        # A server the suite did not start may still hold one from an interrupted run.
+        drop_database(self.admin_url, name)
+        create_database(self.admin_url, name, template=template)
         return with_database(self.admin_url, name)
 
     def drop(self, url: str) -> None:

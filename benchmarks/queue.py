@@ -1,33 +1,28 @@
-"""Reading and feeding Procrastinate's tables directly, for baselines and for timing.
+"""Zilean's queue as the suite sees it: the database clock, readiness, and queue history.
 
-Times come from the database clock on both sides of a comparison: `clock_timestamp()`
-just before a batch commits, and the `at` of Procrastinate's events (`deferred`,
-`started`, `succeeded`), which its triggers stamp with the writing transaction's `now()`.
+Zilean's queue is PgQueuer 1.6 (`zilean/queue_engine/`). A worker is ready once its
+listener connection has run `LISTEN` on its queue's channel (`channel_for`): that is
+read from `pg_stat_activity`, so readiness needs no log parsing and counts several
+workers alike. Finished queue jobs are deleted by PgQueuer itself; their history is
+in `pgqueuer_log`, which `clear_queue_history` empties between rounds (retention does
+that in production), so every round starts from tables of the same size.
 """
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-_DEFER = text(
-    """
-    SELECT unnest(procrastinate_defer_jobs_v1(
-        ARRAY(
-            SELECT ROW(
-                :queue, :task_name, 0, NULL, NULL, args::jsonb, NULL
-            )::procrastinate_job_to_defer_v1
-            FROM jsonb_array_elements_text(CAST(:jobs AS jsonb)) AS job(args)
-        )
-    ))
-    """
-)
+from zilean.db.engine import driver_connection
+from zilean.queue_engine.statements import LOG_TABLE, channel_for, unfinished
+
 _CLOCK = text("SELECT clock_timestamp()")
-_FINISHED = ("succeeded", "failed", "cancelled", "aborted")
+# The listener's last statement is its LISTEN, for as long as it lives (`driver.py`).
+_LISTENING = text(
+    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = :listen"
+)
 
 
 async def clock(conn: AsyncConnection) -> datetime:
@@ -36,94 +31,20 @@ async def clock(conn: AsyncConnection) -> datetime:
     return value
 
 
-async def defer_batch(
-    engine: AsyncEngine,
-    *,
-    task_name: str,
-    queue: str,
-    count: int,
-    per_statement: int,
-    args: dict[str, Any] | None = None,
-) -> datetime:
-    """Insert `count` queue jobs in one transaction, `per_statement` per insert.
-
-    Return the database clock just before the commit: no worker can see the jobs
-    earlier, so it is where an end-to-end measurement starts.
-    """
-    payload = json.dumps(args or {})
-    async with engine.begin() as conn:
-        remaining = count
-        while remaining > 0:
-            size = min(per_statement, remaining)
-            await conn.execute(
-                _DEFER,
-                {"queue": queue, "task_name": task_name, "jobs": json.dumps([payload] * size)},
-            )
-            remaining -= size
-        return await clock(conn)
-
-
-async def max_job_id(engine: AsyncEngine) -> int:
-    """Return the newest queue job id (0 for none): later batches are above it."""
+async def listening(engine: AsyncEngine, queue: str) -> int:
+    """Return how many connections listen on `queue`'s channel (one per live consumer)."""
     async with engine.connect() as conn:
-        value = (await conn.execute(text("SELECT max(id) FROM procrastinate_jobs"))).scalar()
+        value = await conn.scalar(_LISTENING, {"listen": f'LISTEN "{channel_for(queue)}"'})
     return int(value or 0)
 
 
-async def finished_count(engine: AsyncEngine, queue: str, after_id: int) -> tuple[int, int]:
-    """Return (succeeded, finished otherwise) among `queue`'s jobs above `after_id`."""
+async def pending(engine: AsyncEngine) -> int:
+    """Return how many queue jobs wait or run, on every queue."""
     async with engine.connect() as conn:
-        row = (
-            await conn.execute(
-                text(
-                    """
-                    SELECT count(*) FILTER (WHERE status = 'succeeded'),
-                           count(*) FILTER (WHERE status IN ('failed', 'cancelled', 'aborted'))
-                      FROM procrastinate_jobs
-                     WHERE queue_name = :queue AND id > :after
-                    """
-                ),
-                {"queue": queue, "after": after_id},
-            )
-        ).one()
-    return int(row[0]), int(row[1])
+        return await unfinished(await driver_connection(conn))
 
 
-async def last_event_at(engine: AsyncEngine, queue: str, after_id: int, kind: str) -> datetime:
-    """Return the latest `kind` event among `queue`'s jobs above `after_id`."""
-    async with engine.connect() as conn:
-        value: datetime | None = (
-            await conn.execute(
-                text(
-                    """
-                    SELECT max(event.at)
-                      FROM procrastinate_events event
-                      JOIN procrastinate_jobs job ON job.id = event.job_id
-                     WHERE job.queue_name = :queue AND job.id > :after AND event.type = :kind
-                    """
-                ),
-                {"queue": queue, "after": after_id, "kind": kind},
-            )
-        ).scalar()
-    if value is None:
-        raise ValueError(f"no {kind} event in queue {queue} after job {after_id}")
-    return value
-
-
-async def delete_finished(engine: AsyncEngine) -> None:
-    """Delete finished queue jobs (their events go with them), so runs start alike."""
+async def clear_queue_history(engine: AsyncEngine) -> None:
+    """Empty the queue's log of finished jobs, so every round starts alike."""
     async with engine.begin() as conn:
-        await conn.execute(
-            text(
-                "DELETE FROM procrastinate_jobs"
-                " WHERE status = ANY(CAST(:finished AS procrastinate_job_status[]))"
-            ),
-            {"finished": list(_FINISHED)},
-        )
-
-
-async def worker_count(engine: AsyncEngine) -> int:
-    """Return how many Procrastinate workers are registered (alive ones heartbeat)."""
-    async with engine.connect() as conn:
-        value = (await conn.execute(text("SELECT count(*) FROM procrastinate_workers"))).scalar()
-    return int(value or 0)
+        await conn.execute(text(f"DELETE FROM {LOG_TABLE}"))  # noqa: S608 - a constant

@@ -2,12 +2,13 @@
 
 Every scenario runs one warm-up round (dropped), then `pairs` interleaved rounds.
 `--quick` keeps each target's own conditions wherever they are cheap (1,000 and 10,000
-jobs for schedule lag and reconcile cost, 1,000 jobs with 24 h of buckets for the API)
-and shrinks what only buys precision: 3 pairs instead of 5, 300 attempts per throughput
-round instead of 1,000, 3 s lag windows instead of 5, 3 requests per route instead of
-10, shorter RSS sampling. Where it shrinks a target's own condition, the figure's note
-says so: the loop runs 200 iterations instead of 1,000, and the burst fires 1,000 jobs
-instead of 10,000, its seconds scaled linearly to 10,000.
+jobs for schedule lag and reconcile cost, 1,000 jobs with 24 h of buckets for the API,
+both delays of delay_precision) and shrinks what only buys precision: 3 pairs instead
+of 5, 300 attempts per throughput round instead of 1,000, 3 s lag windows instead of
+5, fewer delay runs and shorter chains, 3 requests per route instead of 10, shorter RSS
+sampling. Where it shrinks a target's own condition, the figure's note says so: the
+loop runs 200 iterations instead of 1,000, and the burst fires 1,000 jobs instead of
+10,000, its seconds scaled linearly to 10,000.
 """
 
 from __future__ import annotations
@@ -22,13 +23,14 @@ class Scale:
     # http_target: seconds of load per round, and keep-alive connections
     target_seconds: float = 1.0
     target_connections: int = 20
-    # attempt_throughput: jobs fired by run-now per round, each with `throughput_pool` members
+    # attempt_throughput and scale_out: jobs fired by run-now per round, each with
+    # `throughput_pool` members
     throughput_jobs: int = 100
     throughput_pool: int = 10
     # loop_rate: iterations of one looping run (the issue's figure is 1,000), and the
-    # concurrency of both workers (one run loops, so one slot is all it can use)
+    # subject worker's concurrency (one run loops, so it uses one slot at a time)
     loop_iterations: int = 1_000
-    loop_concurrency: int = 1
+    loop_concurrency: int = 20
     # schedule_lag: registered jobs (a tenth due every second), seconds of warm-up, of each
     # window, and of draining the worker after core stops (what is left counts censored)
     lag_sizes: tuple[int, ...] = (1_000, 10_000)
@@ -47,6 +49,15 @@ class Scale:
     # footprint: seconds of RSS sampling per round, idle and under load
     footprint_idle: float = 1.0
     footprint_load: float = 4.0
+    # delay_precision: runs per (kind, delay), seconds each run's continuations span (a
+    # run of delay d makes 1 + chain // d attempts), seconds its firings are spread over
+    delay_jobs: int = 10
+    delay_chain: float = 6.0
+    delay_stagger: float = 1.0
+
+    def delay_attempts(self, delay_ms: int) -> int:
+        """Attempts per delay_precision run whose continuations wait `delay_ms` each."""
+        return 1 + int(self.delay_chain * 1000) // delay_ms
 
 
 FULL = Scale(pairs=5)
@@ -63,4 +74,6 @@ QUICK = Scale(
     api_requests=3,
     footprint_idle=0.5,
     footprint_load=2.0,
+    delay_jobs=6,
+    delay_chain=3.0,
 )

@@ -1,8 +1,11 @@
-"""Starting the processes scenarios measure: the target, Zilean's services, the baseline worker.
+"""Starting the processes scenarios measure: the target, Zilean's services, the baselines.
 
 Zilean's services run as the real CLI (`python -m zilean ...`) with the narrowed
 environment a deployment gives them; each start waits on a readiness condition (a
-registered queue worker, a healthy `/healthz`, a printed line), never on a fixed sleep.
+queue consumer listening on its channel, a registered Procrastinate worker, a healthy
+`/healthz`, a printed line), never on a fixed sleep. The baselines run as processes
+of their own too, so each one's CPU is metered apart: the limit (`raw_queue.py`), the
+alternative (`alternative.py`) and the raw engine (`raw_engine.py`).
 """
 
 from __future__ import annotations
@@ -10,16 +13,19 @@ from __future__ import annotations
 import os
 import socket
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from benchmarks.baseline_worker import BASELINE_QUEUE
+from benchmarks import alternative, raw_engine
 from benchmarks.harness import BenchError, wait_until
 from benchmarks.processes import ManagedProcess, Processes
-from benchmarks.queue import worker_count
+from benchmarks.queue import listening
 from benchmarks.seeding import BENCH_KEY
+from benchmarks.target import LOOP_PATH
+from zilean.execution.queues import Queue
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 START_TIMEOUT = 60.0  # seconds for any service to become ready
@@ -50,50 +56,86 @@ async def start_target(processes: Processes) -> tuple[ManagedProcess, str]:
     return process, match.group(1)
 
 
-async def _registered(
-    processes: Processes, engine: AsyncEngine, name: str, argv: list[str], env: dict[str, str]
+async def _ready_when(
+    processes: Processes,
+    name: str,
+    argv: list[str],
+    env: dict[str, str],
+    count: Callable[[], Awaitable[int]],
 ) -> ManagedProcess:
-    """Spawn a queue worker and wait until it has registered with Procrastinate."""
-    before = await worker_count(engine)
+    """Spawn a process and wait until `count` (of listeners, of workers) goes up."""
+    before = await count()
     process = processes.spawn(name, argv, env)
 
-    async def registered() -> bool:
+    async def ready() -> bool:
         if not process.alive():
             raise BenchError(f"{name} exited with {process.popen.returncode}:\n{process.tail()}")
-        return await worker_count(engine) > before
+        return await count() > before
 
-    await wait_until(registered, within=START_TIMEOUT, what=f"{name} to register")
+    await wait_until(ready, within=START_TIMEOUT, what=f"{name} to be ready")
     return process
 
 
 async def start_worker(
-    processes: Processes, engine: AsyncEngine, database_url: str, concurrency: int
+    processes: Processes,
+    engine: AsyncEngine,
+    database_url: str,
+    concurrency: int,
+    name: str = "zilean-worker",
 ) -> ManagedProcess:
-    """Start the real HTTP worker, `zilean worker`."""
+    """Start the real HTTP worker, `zilean worker`; ready once it listens on its queue."""
     env = child_env(
         DATABASE_URL=database_url,
         SETTINGS_ENCRYPTION_KEY=BENCH_KEY,
         WORKER_MAX_CONCURRENCY=str(concurrency),
     )
     argv = [sys.executable, "-m", "zilean", "worker"]
-    return await _registered(processes, engine, "zilean-worker", argv, env)
+    return await _ready_when(processes, name, argv, env, lambda: listening(engine, Queue.DEFAULT))
 
 
-async def start_baseline_worker(
+async def start_alternative(
     processes: Processes,
     engine: AsyncEngine,
     database_url: str,
     target_url: str,
     concurrency: int,
-    queue: str = BASELINE_QUEUE,
 ) -> ManagedProcess:
-    """Start the bare Procrastinate worker the baselines run on."""
+    """Start the bare Procrastinate worker in its own database (`engine`, `database_url`)."""
     env = child_env(DATABASE_URL=database_url, BENCH_TARGET_URL=target_url)
     argv = [
-        sys.executable, "-m", "benchmarks.baseline_worker",
-        "--queue", queue, "--concurrency", str(concurrency),
+        sys.executable, "-m", "benchmarks.alternative",
+        "--queue", alternative.QUEUE, "--concurrency", str(concurrency),
     ]  # fmt: skip
-    return await _registered(processes, engine, "baseline-worker", argv, env)
+    return await _ready_when(
+        processes, "alternative", argv, env, lambda: alternative.worker_count(engine)
+    )
+
+
+async def start_limit(
+    processes: Processes, database_url: str, target_url: str, concurrency: int
+) -> ManagedProcess:
+    """Start the raw queue loop on `database_url`'s `bench_raw_queue` (created already)."""
+    argv = [
+        sys.executable, "-m", "benchmarks.raw_queue", "--concurrency", str(concurrency),
+        "--url", target_url + "/", "--chain-url", target_url + LOOP_PATH,
+    ]  # fmt: skip
+    process = processes.spawn("limit", argv, child_env(DATABASE_URL=database_url))
+    await process.wait_for_output(r"(?m)^ready$", within=START_TIMEOUT)
+    return process
+
+
+async def start_raw_engine(
+    processes: Processes, engine: AsyncEngine, database_url: str, concurrency: int
+) -> ManagedProcess:
+    """Start PgQueuer's own QueueManager on the `bench-raw` entrypoint."""
+    argv = [sys.executable, "-m", "benchmarks.raw_engine", "--concurrency", str(concurrency)]
+    return await _ready_when(
+        processes,
+        "raw-engine",
+        argv,
+        child_env(DATABASE_URL=database_url),
+        lambda: listening(engine, raw_engine.ENTRYPOINT),
+    )
 
 
 async def start_core(processes: Processes, database_url: str) -> tuple[ManagedProcess, str]:

@@ -3,7 +3,8 @@
 It runs as its own process (`python -m benchmarks.target`) so it never shares a core's
 event loop with what is measured. It parses only what a keep-alive client needs
 (request line, Content-Length, Connection: close) and answers at once:
-`/loop...` with a body that keeps a looping job going, anything else with `ok`.
+`/loop...` with a body that keeps a looping job going, `/unavailable...` with a 503
+(a failure that is retried), anything else with `ok`.
 `measure_capacity` checks it is far from being the bottleneck.
 """
 
@@ -21,16 +22,26 @@ OK_BODY = b"ok"
 # `result.remaining` > 0: a looping job continues until its loop_max_iterations.
 LOOP_BODY = b'{"result":{"remaining":1}}'
 LOOP_PATH = "/loop"
+UNAVAILABLE_PATH = "/unavailable"
 MAX_HEAD = 64 * 1024  # bytes
 
 
-def _response(body: bytes, content_type: bytes) -> bytes:
-    head = b"HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n"
-    return head % (content_type, len(body)) + body
+def _response(body: bytes, content_type: bytes, status: bytes = b"200 OK") -> bytes:
+    head = b"HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n"
+    return head % (status, content_type, len(body)) + body
 
 
 _OK = _response(OK_BODY, b"text/plain")
 _LOOP = _response(LOOP_BODY, b"application/json")
+_UNAVAILABLE = _response(b"unavailable", b"text/plain", b"503 Service Unavailable")
+
+
+def _answer(path: bytes) -> bytes:
+    if path.startswith(LOOP_PATH.encode()):
+        return _LOOP
+    if path.startswith(UNAVAILABLE_PATH.encode()):
+        return _UNAVAILABLE
+    return _OK
 
 
 async def _serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -51,7 +62,7 @@ async def _serve_connection(reader: asyncio.StreamReader, writer: asyncio.Stream
                     close = True
             if length:
                 await reader.readexactly(length)
-            writer.write(_LOOP if path.startswith(LOOP_PATH.encode()) else _OK)
+            writer.write(_answer(path))
             if writer.transport.get_write_buffer_size() > MAX_HEAD:
                 await writer.drain()
             if close:

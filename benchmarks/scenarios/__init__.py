@@ -14,17 +14,21 @@ def all_scenarios() -> list[Scenario]:
         api_latency,
         attempt_throughput,
         burst,
+        delay_precision,
         footprint,
         http_target,
         loop_rate,
         reconcile_cost,
+        scale_out,
         schedule_lag,
     )
 
     return [
         http_target.SCENARIO,
         attempt_throughput.SCENARIO,
+        scale_out.SCENARIO,
         loop_rate.SCENARIO,
+        delay_precision.SCENARIO,
         schedule_lag.SCENARIO,
         burst.SCENARIO,
         reconcile_cost.SCENARIO,

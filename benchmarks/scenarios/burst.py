@@ -10,8 +10,11 @@ the time measured is the firing work itself, not the loop's wake-up (schedule_la
 covers that). Between rounds the guard rows, locks and queue jobs are reset. The jobs
 are HTTP jobs spread over several expressions and zones that all mean 09:00 UTC then.
 
-Baseline: the same number of queue inserts through Procrastinate's own `defer_async`,
-one transaction each, `FIRE_CONCURRENCY` at a time, on the same Postgres.
+Baseline: the same number of queue jobs inserted through the engine's own enqueue,
+PgQueuer's `Queries.enqueue`, one job per call (one transaction each, in autocommit),
+`FIRE_CONCURRENCY` calls at a time on as many connections, on the same Postgres and
+into the same table (on an entrypoint nothing consumes): what firing one job at a
+time would cost in queue inserts alone, with no guard row and no lock.
 """
 
 from __future__ import annotations
@@ -23,15 +26,15 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import delete, func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from benchmarks.baseline_worker import NOOP_TASK
+from benchmarks import raw_engine
 from benchmarks.context import BenchContext
 from benchmarks.figures import Figure, FigureSpec, at_most
 from benchmarks.harness import BenchError, interleave
 from benchmarks.scenario import Scenario
 from benchmarks.seeding import ScheduleSpec, api_client, clone_jobs, create_job, http_job
-from zilean.db.engine import create_engine
+from zilean.db.engine import create_engine, driver_connection
 from zilean.db.tables import job_firings, scheduled_jobs
-from zilean.execution.queues import create_queue_app
+from zilean.queue_engine.statements import LOG_TABLE, QUEUE_TABLE, unfinished
 from zilean.scheduler import Scheduler
 from zilean.scheduler.reconciler import FIRE_CONCURRENCY
 from zilean.schedules import ScheduleType
@@ -45,7 +48,6 @@ EXPRESSIONS = (
     "0 9 * 1 *", "0 9 * 1-3 *", "0 9 7 1 *",
 )  # fmt: skip
 ZONES = ("UTC", "Etc/UTC", "Europe/London", "Africa/Abidjan")
-BASELINE_QUEUE = "bench-burst"  # nothing consumes it
 
 
 def burst_specs(count: int) -> list[ScheduleSpec]:
@@ -64,8 +66,8 @@ async def run(ctx: BenchContext) -> list[Figure]:
         ctx.postgres.drop(url)
     note = (
         f"{count:,} jobs due at one instant, fired by the in-process Scheduler with a pinned "
-        f"clock (FIRE_CONCURRENCY {FIRE_CONCURRENCY}); baseline: {count:,} Procrastinate "
-        f"defer_async calls, {FIRE_CONCURRENCY} at a time"
+        f"clock (FIRE_CONCURRENCY {FIRE_CONCURRENCY}); baseline: {count:,} PgQueuer "
+        f"Queries.enqueue calls of one job each, {FIRE_CONCURRENCY} at a time"
     )
     scale = ISSUE_JOBS / count
     if count != ISSUE_JOBS:
@@ -92,7 +94,6 @@ async def _measure(
     async with api_client(engine, url, ctx.postgres.session) as client:
         template = await create_job(client, **http_job("burst template", ctx.target_url + "/"))
     await clone_jobs(engine, template["id"], burst_specs(count), "burst")
-    app = create_queue_app(url, max_connections=FIRE_CONCURRENCY + 1)
 
     async def subject() -> float:
         await _reset(engine)
@@ -113,19 +114,14 @@ async def _measure(
 
     async def baseline() -> float:
         await _reset(engine)
-        deferrer = app.configure_task(NOOP_TASK, queue=BASELINE_QUEUE)
-        slots = asyncio.Semaphore(FIRE_CONCURRENCY)
+        async with raw_engine.Enqueuer(url) as enqueuer:
+            started = time.monotonic()
+            await enqueuer.one_at_a_time(count)
+            elapsed = time.monotonic() - started
+        await _check(engine, count, fired=0)
+        return elapsed
 
-        async def one() -> None:
-            async with slots:
-                await deferrer.defer_async()
-
-        started = time.monotonic()
-        await asyncio.gather(*(one() for _ in range(count)))
-        return time.monotonic() - started
-
-    async with app.open_async():
-        return await interleave(ctx.scale.pairs, [("baseline", baseline), ("subject", subject)])
+    return await interleave(ctx.scale.pairs, [("baseline", baseline), ("subject", subject)])
 
 
 async def _reset(engine: AsyncEngine) -> None:
@@ -133,17 +129,25 @@ async def _reset(engine: AsyncEngine) -> None:
     async with engine.begin() as conn:
         await conn.execute(delete(job_firings))
         await conn.execute(update(scheduled_jobs).values(running_since_by_pool={}))
-        await conn.execute(text("DELETE FROM procrastinate_jobs"))
+        # Nothing consumes these queue jobs: both sides' are removed unrun, with their log.
+        await conn.execute(text(f"DELETE FROM {QUEUE_TABLE}"))  # noqa: S608 - constants
+        await conn.execute(text(f"DELETE FROM {LOG_TABLE}"))  # noqa: S608
     async with engine.execution_options(isolation_level="AUTOCOMMIT").connect() as conn:
-        await conn.execute(text("VACUUM ANALYZE job_firings, scheduled_jobs, procrastinate_jobs"))
+        await conn.execute(
+            text(f"VACUUM ANALYZE job_firings, scheduled_jobs, {QUEUE_TABLE}, {LOG_TABLE}")
+        )
 
 
-async def _check(engine: AsyncEngine, count: int) -> None:
+async def _check(engine: AsyncEngine, count: int, *, fired: int | None = None) -> None:
+    """Check that `count` queue jobs wait, after `fired` firings (default `count`)."""
+    expected = count if fired is None else fired
     async with engine.connect() as conn:
-        fired = (await conn.execute(select(func.count()).select_from(job_firings))).scalar_one()
-        queued = await conn.scalar(text("SELECT count(*) FROM procrastinate_jobs"))
-    if fired != count or queued != count:
-        raise BenchError(f"expected {count} firings and queue jobs, got {fired} and {queued}")
+        firings = (await conn.execute(select(func.count()).select_from(job_firings))).scalar_one()
+        queued = await unfinished(await driver_connection(conn))
+    if firings != expected or queued != count:
+        raise BenchError(
+            f"expected {expected} firings and {count} queue jobs, got {firings} and {queued}"
+        )
 
 
 SCENARIO = Scenario("burst", (BURST,), run)

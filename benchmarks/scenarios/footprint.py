@@ -8,9 +8,10 @@ runs, then for `footprint_load` seconds while run-now batches of the throughput 
 keep the HTTP worker busy; each round's figure is the median of its samples ("steady"),
 the peak is kept in `peak_mib`.
 
-Baseline (worker figures): a bare `python -c 'import procrastinate, sqlalchemy'` process,
-spawned fresh each round: what any Python queue worker pays before doing anything. The
-totals have no baseline that makes sense (ratio null).
+Baseline (worker figures): a bare `python -c 'import pgqueuer, aiohttp, psycopg'`
+process (with PgQueuer's queue manager loaded), spawned fresh each round: the least a
+worker on this engine and HTTP client pays before doing anything. The totals have no
+baseline that makes sense (ratio null).
 """
 
 from __future__ import annotations
@@ -30,12 +31,13 @@ from benchmarks.figures import Figure, FigureSpec, at_most
 from benchmarks.harness import BenchError, interleave, wait_until
 from benchmarks.load import attempt_watermark, fire_run_now, recorded_since
 from benchmarks.processes import ManagedProcess
-from benchmarks.queue import delete_finished, worker_count
+from benchmarks.queue import clear_queue_history, listening
 from benchmarks.scenario import Scenario
 from benchmarks.seeding import BENCH_KEY, api_client, create_job, http_job
 from benchmarks.services import START_TIMEOUT, child_env, free_port
 from benchmarks.stats import median
 from zilean.db.engine import create_engine
+from zilean.execution.queues import Queue
 
 WORKER_IDLE = FigureSpec("footprint_worker_idle", "MiB", at_most(80.0))
 WORKER_LOAD = FigureSpec("footprint_worker_load", "MiB", at_most(80.0))
@@ -44,7 +46,8 @@ TOTAL_LOAD = FigureSpec("footprint_up_total_load", "MiB", at_most(300.0))
 SAMPLE_INTERVAL = 0.1  # seconds between RSS samples
 MIB = 1024 * 1024
 BASELINE_CODE = (
-    "import signal, procrastinate, sqlalchemy; print('imported', flush=True); signal.pause()"
+    "import signal, aiohttp, psycopg, pgqueuer, pgqueuer.core.qm; "
+    "print('imported', flush=True); signal.pause()"
 )
 LOAD_JOBS = 30  # jobs fired per run-now batch, each with the throughput pool size
 BATCH_TIMEOUT = 60.0  # seconds
@@ -66,12 +69,6 @@ def _role(process: psutil.Process) -> str:
     if "worker" in argv:
         return "worker"
     return " ".join(argv[-2:]) or f"pid-{process.pid}"
-
-
-def _queue_workers(process: psutil.Process) -> int:
-    """How many Procrastinate workers a child runs: one per queue it consumes."""
-    argv = _argv(process)
-    return max(1, argv.count("--runtime"))
 
 
 def _sample(up: ManagedProcess) -> dict[str, float]:
@@ -120,13 +117,13 @@ async def _start_up(ctx: BenchContext, engine: AsyncEngine, url: str) -> Managed
     up = ctx.processes.spawn("zilean-up", argv, env)
     await up.wait_for_output(r"Zilean is ready at", within=START_TIMEOUT)
 
-    async def workers_registered() -> bool:
+    # Script workers do not consume their queues yet; the HTTP worker's listener is the sign.
+    async def worker_listening() -> bool:
         if not up.alive():
             raise BenchError(f"zilean up exited:\n{up.tail()}")
-        expected = sum(_queue_workers(child) for child in up.children())
-        return expected > 0 and await worker_count(engine) >= expected
+        return await listening(engine, Queue.DEFAULT) > 0
 
-    await wait_until(workers_registered, within=START_TIMEOUT, what="zilean up's workers")
+    await wait_until(worker_listening, within=START_TIMEOUT, what="zilean up's HTTP worker")
     if "worker" not in {_role(child) for child in up.children()}:
         raise BenchError("zilean up started no HTTP worker")
     return up
@@ -186,7 +183,7 @@ async def _keep_busy(engine: AsyncEngine, job_ids: Sequence[uuid.UUID], stop: as
     """Fire run-now batches back to back until `stop`; return how many completed."""
     completed = 0
     while not stop.is_set():
-        await delete_finished(engine)
+        await clear_queue_history(engine)
         watermark = await attempt_watermark(engine)
         _, queued = await fire_run_now(engine, job_ids)
 
@@ -219,7 +216,7 @@ def _figures(
         f"back, concurrency {ctx.scale.concurrency}; {breakdown('load')}"
     )
     peaks = [sample["peak_worker"] for sample in results["load"]]
-    worker_baseline = "baseline: a bare `import procrastinate, sqlalchemy` process"
+    worker_baseline = "baseline: a bare `import pgqueuer, aiohttp, psycopg` process"
     no_baseline = (
         "Postgres excluded; ratio null: no bare process is comparable to the whole product "
         f"({len(services)} processes: {', '.join(services)})"

@@ -6,44 +6,47 @@ Subject: one HTTP job created through the API with `loop_enabled`, `loop_delay_m
 the real `zilean worker`. Each iteration is an attempt recorded together with the next
 queue insert. Time runs from the run-now commit to the last iteration recorded.
 
-Baselines, on the bare worker: the same number of Procrastinate tasks each deferring
-the next (`bench.chain`), from the first commit to the last `succeeded`; (a) deferring
-at once, as the issue asks, (b) after the same GET the subject makes.
+Baselines, each in its own process, the same number of links making the same GET:
 
-Both workers run at `loop_concurrency` (1): one run loops, so one slot is all it can
-use. At concurrency > 1 Procrastinate 3.10's worker can lose a wake-up: it fetches
-again as soon as a job starts, and a `job_inserted` notification arriving during that
-fetch is cleared when it returns empty, so the next link waits for the 5 s fetch poll.
-A stall like that (counted below as gaps >= `STALL`) would swamp the figure.
+- the limit (`raw_queue.py`): one chain of rows in a plain table, each link claimed with
+  `SKIP LOCKED`, its GET made with aiohttp, and the next link inserted by the statement
+  that marks it finished; time to the last `finished_at`;
+- the alternative (`alternative.py`, informational): a bare Procrastinate 3.10 task
+  making the GET with httpx, then deferring the next link; time to the last `succeeded`.
+
+The subject's worker runs at `loop_concurrency` (a deployment's default); the
+alternative at 1: at concurrency above 1 Procrastinate 3.10's worker can lose a
+wake-up (it fetches again as soon as a job starts, and a `job_inserted` notification
+arriving during that fetch is cleared when it returns empty), so the next link waits
+for its 5 s poll. Gaps >= `STALL` between iterations are counted for both.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable
 
-from sqlalchemy import TextClause, text
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from benchmarks.baseline_worker import BASELINE_QUEUE, CHAIN_TASK
+from benchmarks import alternative, raw_queue
 from benchmarks.context import BenchContext
 from benchmarks.figures import Figure, FigureSpec, On, at_least
 from benchmarks.harness import BenchError, interleave, wait_until
 from benchmarks.load import attempt_watermark, fire_run_now, last_recorded_at, recorded_since
-from benchmarks.queue import defer_batch, delete_finished, finished_count, last_event_at, max_job_id
+from benchmarks.queue import clear_queue_history
 from benchmarks.scenario import Scenario
 from benchmarks.seeding import api_client, create_job, http_job
-from benchmarks.services import start_baseline_worker, start_worker
+from benchmarks.services import start_alternative, start_limit, start_worker
 from benchmarks.target import LOOP_PATH
 from zilean.db.engine import create_engine
 
-VS_CHAIN = FigureSpec("loop_rate_vs_chain", "iterations/s", at_least(0.8, on=On.RATIO))
-VS_CHAIN_HTTP = FigureSpec("loop_rate_vs_chain_http", "iterations/s")
+VS_LIMIT = FigureSpec("loop_rate_vs_limit", "iterations/s", at_least(0.5, on=On.RATIO))
+VS_ALTERNATIVE = FigureSpec("loop_rate_vs_alternative", "iterations/s")
 ISSUE_ITERATIONS = 1_000  # the issue's figure; --quick runs fewer
 RUN_TIMEOUT = 180.0  # seconds one looping run may take
 STALL = 4.0  # seconds: a gap between iterations this long is a lost wake-up
+ALTERNATIVE_CONCURRENCY = 1  # see the module docstring
 
-# Gaps between consecutive iterations: the attempts' start times, the chain's starts.
 _ATTEMPT_STALLS = text(
     """
     SELECT count(*) FROM (
@@ -52,53 +55,56 @@ _ATTEMPT_STALLS = text(
     ) gaps WHERE gap >= make_interval(secs => :stall)
     """
 )
-_CHAIN_STALLS = text(
-    """
-    SELECT count(*) FROM (
-        SELECT at - lag(at) OVER (ORDER BY at) AS gap
-          FROM procrastinate_events WHERE job_id > :after AND type = 'started'
-    ) gaps WHERE gap >= make_interval(secs => :stall)
-    """
-)
 
 
 async def run(ctx: BenchContext) -> list[Figure]:
     scale = ctx.scale
     url = ctx.postgres.clone("loop")
+    alternative_url = ctx.postgres.empty("loop_alternative")
     engine = create_engine(url)
+    alternative_engine = create_engine(alternative_url)
     try:
         with ctx.processes.scope():
-            results, cpu, stalls = await _measure(ctx, engine, url)
+            results, cpu, stalls = await _measure(
+                ctx, engine, url, alternative_engine, alternative_url
+            )
     finally:
         await engine.dispose()
+        await alternative_engine.dispose()
         ctx.postgres.drop(url)
+        ctx.postgres.drop(alternative_url)
     note = f"{scale.loop_iterations} iterations per run"
     if scale.loop_iterations != ISSUE_ITERATIONS:
         note += f" (the issue's figure is {ISSUE_ITERATIONS:,}; --quick runs fewer)"
     note += (
-        f"; both workers at concurrency {scale.loop_concurrency}: above 1, Procrastinate "
-        "3.10's worker can clear a job-inserted notification with an in-flight empty fetch "
-        f"and the next link waits for its 5 s poll; gaps >= {STALL:g} s between iterations, "
-        f"warm-up included: subject {stalls['subject']}, baselines "
-        f"{stalls['chain'] + stalls['chain_http']}; subject {cpu}"
+        f"; subject at concurrency {scale.loop_concurrency}, {cpu['subject']}; gaps >= "
+        f"{STALL:g} s between iterations, warm-up included: subject {stalls['subject']}, "
+        f"alternative {stalls['alternative']}"
     )
     return [
-        VS_CHAIN.figure(
+        VS_LIMIT.figure(
             results["subject"],
-            results["chain"],
-            note=f"{note}; baseline: bare Procrastinate tasks each deferring the next",
+            results["limit"],
+            note=f"{note}; baseline: the raw SKIP LOCKED loop as a chain, each link's GET "
+            f"then one statement finishing it and inserting the next, {cpu['limit']}",
         ),
-        VS_CHAIN_HTTP.figure(
+        VS_ALTERNATIVE.figure(
             results["subject"],
-            results["chain_http"],
-            note=f"{note}; baseline: the same chain making the subject's GET first",
+            results["alternative"],
+            note=f"{note}; baseline: bare Procrastinate 3.10 tasks each making the GET with "
+            f"httpx and deferring the next, at concurrency {ALTERNATIVE_CONCURRENCY}, "
+            f"{cpu['alternative']}",
         ),
     ]
 
 
 async def _measure(
-    ctx: BenchContext, engine: AsyncEngine, url: str
-) -> tuple[dict[str, list[float]], str, dict[str, int]]:
+    ctx: BenchContext,
+    engine: AsyncEngine,
+    url: str,
+    alternative_engine: AsyncEngine,
+    alternative_url: str,
+) -> tuple[dict[str, list[float]], dict[str, str], dict[str, int]]:
     iterations = ctx.scale.loop_iterations
     loop_url = ctx.target_url + LOOP_PATH
     async with api_client(engine, url, ctx.postgres.session) as client:
@@ -113,17 +119,25 @@ async def _measure(
             ),
         )
     job_id = uuid.UUID(job["id"])
-    concurrency = ctx.scale.loop_concurrency
-    worker = await start_worker(ctx.processes, engine, url, concurrency)
-    baseline = await start_baseline_worker(ctx.processes, engine, url, ctx.target_url, concurrency)
-    meter = ctx.cpu_meter(worker=worker)
-    stalls = {"subject": 0, "chain": 0, "chain_http": 0}
+    await raw_queue.create_table(engine)
+    alternative.install_schema(alternative_url)
+    worker = await start_worker(ctx.processes, engine, url, ctx.scale.loop_concurrency)
+    bare = await start_alternative(
+        ctx.processes, alternative_engine, alternative_url, ctx.target_url, ALTERNATIVE_CONCURRENCY
+    )
+    limit = await start_limit(ctx.processes, url, ctx.target_url, ctx.scale.concurrency)
+    meters = {
+        "subject": ctx.cpu_meter("iteration", worker=worker),
+        "alternative": ctx.cpu_meter("iteration", worker=bare),
+        "limit": ctx.cpu_meter("iteration", worker=limit),
+    }
+    stalls = {"subject": 0, "alternative": 0}
 
     async def subject() -> float:
-        await delete_finished(engine)
+        await clear_queue_history(engine)
         watermark = await attempt_watermark(engine)
-        started = meter.start()
         committed, _ = await fire_run_now(engine, [job_id])
+        started = meters["subject"].start()
 
         async def done() -> bool:
             if not worker.alive():
@@ -134,55 +148,61 @@ async def _measure(
             return recorded >= iterations
 
         await wait_until(done, within=RUN_TIMEOUT, what=f"{iterations} loop iterations")
-        meter.stop(started)
-        stalls["subject"] += await _stalls(engine, _ATTEMPT_STALLS, watermark)
+        meters["subject"].stop(started, iterations)
+        async with engine.connect() as conn:
+            gaps = await conn.scalar(_ATTEMPT_STALLS, {"after": watermark, "stall": STALL})
+        stalls["subject"] += int(gaps or 0)
         elapsed = (await last_recorded_at(engine, watermark) - committed).total_seconds()
         return iterations / elapsed
 
-    def chain(kind: str, call: str | None) -> Callable[[], Awaitable[float]]:
-        async def step() -> float:
-            await delete_finished(engine)
-            after = await max_job_id(engine)
-            committed = await defer_batch(
-                engine,
-                task_name=CHAIN_TASK,
-                queue=BASELINE_QUEUE,
-                count=1,
-                per_statement=1,
-                args={"remaining": iterations, "url": call},
-            )
+    async def alternative_step() -> float:
+        await alternative.delete_finished(alternative_engine)
+        after = await alternative.max_job_id(alternative_engine)
+        committed = await alternative.defer_batch(
+            alternative_engine,
+            task_name=alternative.CHAIN_TASK,
+            count=1,
+            per_statement=1,
+            args={"remaining": iterations, "url": loop_url},
+        )
+        started = meters["alternative"].start()
 
-            async def done() -> bool:
-                if not baseline.alive():
-                    raise BenchError(f"baseline worker exited:\n{baseline.tail()}")
-                succeeded, other = await finished_count(engine, BASELINE_QUEUE, after)
-                if other:
-                    raise BenchError(f"{other} chained tasks did not succeed")
-                return succeeded >= iterations
+        async def done() -> bool:
+            if not bare.alive():
+                raise BenchError(f"alternative exited:\n{bare.tail()}")
+            succeeded, other = await alternative.finished_count(alternative_engine, after)
+            if other:
+                raise BenchError(f"{other} chained tasks did not succeed")
+            return succeeded >= iterations
 
-            await wait_until(done, within=RUN_TIMEOUT, what=f"{iterations} chained tasks")
-            stalls[kind] += await _stalls(engine, _CHAIN_STALLS, after)
-            last = await last_event_at(engine, BASELINE_QUEUE, after, "succeeded")
-            return iterations / (last - committed).total_seconds()
+        await wait_until(done, within=RUN_TIMEOUT, what=f"{iterations} chained tasks")
+        meters["alternative"].stop(started, iterations)
+        stalls["alternative"] += await alternative.started_gaps(alternative_engine, after, STALL)
+        last = await alternative.last_event_at(alternative_engine, after, "succeeded")
+        return iterations / (last - committed).total_seconds()
 
-        return step
+    async def limit_step() -> float:
+        await raw_queue.clear(engine)
+        after = await raw_queue.watermark(engine)
+        committed = await raw_queue.insert_batch(engine, 1, chain=iterations)
+        started = meters["limit"].start()
+
+        async def done() -> bool:
+            if not limit.alive():
+                raise BenchError(f"limit exited:\n{limit.tail()}")
+            return (await raw_queue.finished_since(engine, after))[0] >= iterations
+
+        await wait_until(done, within=RUN_TIMEOUT, what=f"{iterations} chained rows")
+        meters["limit"].stop(started, iterations)
+        _, last = await raw_queue.finished_since(engine, after)
+        assert last is not None
+        return iterations / (last - committed).total_seconds()
 
     results = await interleave(
         ctx.scale.pairs,
-        [
-            ("chain", chain("chain", None)),
-            ("chain_http", chain("chain_http", loop_url)),
-            ("subject", subject),
-        ],
+        [("alternative", alternative_step), ("limit", limit_step), ("subject", subject)],
     )
-    return results, meter.describe(), stalls
+    return results, {kind: meter.describe() for kind, meter in meters.items()}, stalls
 
 
-async def _stalls(engine: AsyncEngine, query: TextClause, after: int) -> int:
-    """Count gaps between iterations long enough to be a fetch poll after a lost wake-up."""
-    async with engine.connect() as conn:
-        value = await conn.scalar(query, {"after": after, "stall": STALL})
-    return int(value or 0)
-
-
-SCENARIO = Scenario("loop_rate", (VS_CHAIN, VS_CHAIN_HTTP), run)
+SCENARIO = Scenario("loop_rate", (VS_LIMIT, VS_ALTERNATIVE), run)
