@@ -43,6 +43,8 @@ from procrastinate.schema import SchemaManager
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from benchmarks.harness import BenchError, wait_until
+from benchmarks.processes import ManagedProcess
 from benchmarks.queue import clock
 from zilean.db.urls import libpq_url
 
@@ -177,6 +179,23 @@ async def finished_count(engine: AsyncEngine, after_id: int) -> tuple[int, int]:
             )
         ).one()
     return int(row[0]), int(row[1])
+
+
+async def wait_for_successes(
+    engine: AsyncEngine, app: ManagedProcess, after_id: int, count: int, *, within: float
+) -> None:
+    """Wait until `count` jobs above `after_id` succeeded; fail if one did not, or `app`
+    exited."""
+
+    async def done() -> bool:
+        if not app.alive():
+            raise BenchError(f"alternative exited:\n{app.tail()}")
+        succeeded, other = await finished_count(engine, after_id)
+        if other:
+            raise BenchError(f"{other} alternative jobs did not succeed")
+        return succeeded >= count
+
+    await wait_until(done, within=within, what=f"{count} alternative jobs")
 
 
 async def last_event_at(engine: AsyncEngine, after_id: int, kind: str) -> datetime:

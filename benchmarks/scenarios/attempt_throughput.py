@@ -167,15 +167,9 @@ async def _measure(
         )
         started = meters["alternative"].start()
 
-        async def done() -> bool:
-            if not bare.alive():
-                raise BenchError(f"alternative exited:\n{bare.tail()}")
-            succeeded, other = await alternative.finished_count(alternative_engine, after)
-            if other:
-                raise BenchError(f"{other} alternative jobs did not succeed")
-            return succeeded >= total
-
-        await wait_until(done, within=RUN_TIMEOUT, what=f"{total} alternative jobs")
+        await alternative.wait_for_successes(
+            alternative_engine, bare, after, total, within=RUN_TIMEOUT
+        )
         meters["alternative"].stop(started, total)
         last = await alternative.last_event_at(alternative_engine, after, "succeeded")
         return total / (last - committed).total_seconds()

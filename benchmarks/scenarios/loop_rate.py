@@ -167,15 +167,9 @@ async def _measure(
         )
         started = meters["alternative"].start()
 
-        async def done() -> bool:
-            if not bare.alive():
-                raise BenchError(f"alternative exited:\n{bare.tail()}")
-            succeeded, other = await alternative.finished_count(alternative_engine, after)
-            if other:
-                raise BenchError(f"{other} chained tasks did not succeed")
-            return succeeded >= iterations
-
-        await wait_until(done, within=RUN_TIMEOUT, what=f"{iterations} chained tasks")
+        await alternative.wait_for_successes(
+            alternative_engine, bare, after, iterations, within=RUN_TIMEOUT
+        )
         meters["alternative"].stop(started, iterations)
         stalls["alternative"] += await alternative.started_gaps(alternative_engine, after, STALL)
         last = await alternative.last_event_at(alternative_engine, after, "succeeded")

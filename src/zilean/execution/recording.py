@@ -27,12 +27,12 @@ from __future__ import annotations
 
 import base64
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -43,6 +43,9 @@ from zilean.execution.payload import AttemptArgs, Trigger
 from zilean.queue_engine.statements import CONTINUATION_CTES
 from zilean.registry.kinds import OneOffAfterRun
 from zilean.schedules import ScheduleType
+
+Item = TypeVar("Item")
+Result = TypeVar("Result")
 
 
 class AttemptState(StrEnum):
@@ -67,6 +70,30 @@ _JOB_COLUMNS = (
     "loop_max_iterations", "retry_enabled", "retry_mode", "retry_base_delay_ms",
     "retry_multiplier", "retry_max_delay_ms", "retry_max_attempts", "on_failure_url",
 )  # fmt: skip
+
+# Whether the job's group, or a group above it, is disabled (`disabled`, per job row).
+_GATED = """     CROSS JOIN LATERAL (
+         SELECT EXISTS (
+             SELECT 1 FROM disabled_groups grp
+              WHERE grp.group_name = job.group_name
+                 OR starts_with(job.group_name, grp.group_name || '/')
+         ) AS gated
+     ) disabled
+"""
+
+# The global variables the job references. The sealed auth secret may itself hold
+# `{{name}}`: SQL cannot see inside it, so a job with one loads every variable and the
+# worker opens only those it references.
+_VARIABLES = """       (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                   'id', var.id, 'name', var.name, 'value', var.value,
+                   'is_secret', var.is_secret, 'sealed', encode(var.secret_value, 'base64'))),
+               '[]'::jsonb)
+          FROM global_variables var
+         WHERE job.auth_secret IS NOT NULL
+            OR concat_ws(' ', job.url, job.body, job.query_params::text, job.headers::text,
+                         job.auth_config::text) ~ ('\\{\\{\\s*' || var.name || '\\s*\\}\\}')
+       ) AS variables
+"""
 
 # The column list is the constant above, not input: S608 does not apply.
 LOAD = f"""
@@ -105,14 +132,7 @@ gate AS (
            job.enabled AND NOT disabled.gated AS runnable
       FROM input
       JOIN scheduled_jobs job ON job.id = input.job_id
-     CROSS JOIN LATERAL (
-         SELECT EXISTS (
-             SELECT 1 FROM disabled_groups grp
-              WHERE grp.group_name = job.group_name
-                 OR starts_with(job.group_name, grp.group_name || '/')
-         ) AS gated
-     ) disabled
-     WHERE (SELECT jobs FROM locked) IS NOT NULL
+{_GATED}     WHERE (SELECT jobs FROM locked) IS NOT NULL
 ),
 -- A runnable skip job stamps its member's lock, so a long loop never looks stale; a job
 -- that can no longer run gives the lock back. A queue job whose attempt was already
@@ -155,19 +175,7 @@ SELECT input.ord,
        (SELECT state FROM prior WHERE prior.queue_job_id = input.queue_job_id) AS prior_state,
        EXISTS (SELECT 1 FROM started WHERE started.queue_job_id = input.queue_job_id)
            AS started,
-       -- The sealed auth secret may itself hold `{{{{name}}}}`: SQL cannot see inside
-       -- it, so a job with one loads every variable and the worker opens only those
-       -- it references.
-       (SELECT coalesce(jsonb_agg(jsonb_build_object(
-                   'id', var.id, 'name', var.name, 'value', var.value,
-                   'is_secret', var.is_secret, 'sealed', encode(var.secret_value, 'base64'))),
-               '[]'::jsonb)
-          FROM global_variables var
-         WHERE job.auth_secret IS NOT NULL
-            OR concat_ws(' ', job.url, job.body, job.query_params::text, job.headers::text,
-                         job.auth_config::text) ~ ('\\{{\\{{\\s*' || var.name || '\\s*\\}}\\}}')
-       ) AS variables
-  FROM input
+{_VARIABLES}  FROM input
   JOIN gate USING (ord)
   JOIN scheduled_jobs job ON job.id = input.job_id
 """  # noqa: S608
@@ -181,14 +189,7 @@ WITH prior AS (
 gate AS (
     SELECT job.enabled AND NOT disabled.gated AS runnable, disabled.gated
       FROM scheduled_jobs job
-     CROSS JOIN LATERAL (
-         SELECT EXISTS (
-             SELECT 1 FROM disabled_groups grp
-              WHERE grp.group_name = job.group_name
-                 OR starts_with(job.group_name, grp.group_name || '/')
-         ) AS gated
-     ) disabled
-     WHERE job.id = %(job_id)s
+{_GATED}     WHERE job.id = %(job_id)s
 ),
 -- A runnable skip job stamps its member's lock, so a long loop never looks stale; a job
 -- that can no longer run gives the lock back. A queue job whose attempt was already
@@ -221,19 +222,7 @@ SELECT {", ".join(f"job.{name}" for name in _JOB_COLUMNS)},
        now() AS now,
        (SELECT state FROM prior) AS prior_state,
        EXISTS (SELECT 1 FROM started) AS started,
-       -- The sealed auth secret may itself hold `{{{{name}}}}`: SQL cannot see inside
-       -- it, so a job with one loads every variable and the worker opens only those
-       -- it references.
-       (SELECT coalesce(jsonb_agg(jsonb_build_object(
-                   'id', var.id, 'name', var.name, 'value', var.value,
-                   'is_secret', var.is_secret, 'sealed', encode(var.secret_value, 'base64'))),
-               '[]'::jsonb)
-          FROM global_variables var
-         WHERE job.auth_secret IS NOT NULL
-            OR concat_ws(' ', job.url, job.body, job.query_params::text, job.headers::text,
-                         job.auth_config::text) ~ ('\\{{\\{{\\s*' || var.name || '\\s*\\}}\\}}')
-       ) AS variables
-  FROM scheduled_jobs job, gate
+{_VARIABLES}  FROM scheduled_jobs job, gate
  WHERE job.id = %(job_id)s
 """  # noqa: S608
 
@@ -278,33 +267,19 @@ class AttemptToLoad:
     due_at: datetime | None
 
 
-async def _load(
-    single: HotConnections, batched: HotConnections, batch: Sequence[AttemptToLoad]
-) -> list[LoadedJob | None]:
-    if len(batch) == 1:
-        return [await _load_one(single, batch[0])]
+def _load_params(batch: Sequence[AttemptToLoad]) -> dict[str, Any]:
     args = [item.args for item in batch]
-    try:
-        rows = await batched.fetch_all(
-            LOAD,
-            {
-                "job_ids": [uuid.UUID(arg.job_id) for arg in args],
-                "queue_job_ids": [item.queue_job_id for item in batch],
-                "lock_keys": [_lock_key(arg.pool_index) for arg in args],
-                "attempts": [arg.attempt for arg in args],
-                "max_attempts": [arg.max_attempts for arg in args],
-                "triggers": [str(arg.trigger) for arg in args],
-                "pool_indexes": [arg.pool_index for arg in args],
-                "loop_iterations": [arg.loop_iteration for arg in args],
-                "due": [item.due_at for item in batch],
-            },
-        )
-    except psycopg.errors.LockNotAvailable:  # a job row stayed busy: one by one, waiting
-        return [await _load_one(single, item) for item in batch]
-    loaded: list[LoadedJob | None] = [None] * len(batch)  # a job that is gone has no row
-    for row in rows:
-        loaded[int(row["ord"]) - 1] = _loaded(row)
-    return loaded
+    return {
+        "job_ids": [uuid.UUID(arg.job_id) for arg in args],
+        "queue_job_ids": [item.queue_job_id for item in batch],
+        "lock_keys": [_lock_key(arg.pool_index) for arg in args],
+        "attempts": [arg.attempt for arg in args],
+        "max_attempts": [arg.max_attempts for arg in args],
+        "triggers": [str(arg.trigger) for arg in args],
+        "pool_indexes": [arg.pool_index for arg in args],
+        "loop_iterations": [arg.loop_iteration for arg in args],
+        "due": [item.due_at for item in batch],
+    }
 
 
 async def _load_one(hot: HotConnections, item: AttemptToLoad) -> LoadedJob | None:
@@ -546,45 +521,31 @@ class AttemptToRecord:
     continuation: Continuation | None
 
 
-async def _record(
-    single: HotConnections, batched: HotConnections, batch: Sequence[AttemptToRecord]
-) -> list[datetime | None]:
-    if len(batch) == 1:
-        return [await _record_one(single, batch[0])]
+def _record_params(batch: Sequence[AttemptToRecord]) -> dict[str, Any]:
     records = [item.record for item in batch]
     follows = [item.continuation for item in batch]
-    try:
-        rows = await batched.fetch_all(
-            RECORD,
-            {
-                "queue_job_ids": [record.queue_job_id for record in records],
-                "job_ids": [record.job_id for record in records],
-                "states": [str(record.state) for record in records],
-                "durations": [record.duration_ms for record in records],
-                "errors": [record.error for record in records],
-                "last_calls": [
-                    None if record.last_call is None else Jsonb(record.last_call)
-                    for record in records
-                ],
-                "lock_keys": [_lock_key(record.args.pool_index) for record in records],
-                "releases": [item.ending.release for item in batch],
-                "disables": [item.ending.one_off is OneOffAfterRun.KEEP for item in batch],
-                "next_queues": [None if next is None else next.queue for next in follows],
-                "next_payloads": [
-                    None if next is None else next.args.to_payload() for next in follows
-                ],
-                "next_priorities": [
-                    None if next is None else next.args.priority for next in follows
-                ],
-                "next_delays": [None if next is None else next.delay_ms for next in follows],
-            },
-        )
-    except psycopg.errors.LockNotAvailable:  # a job row stayed busy: one by one, waiting
-        return [await _record_one(single, item) for item in batch]
-    recorded: list[datetime | None] = [None] * len(batch)
-    for row in rows:
-        recorded[int(row["ord"]) - 1] = row["recorded_at"]
-    return recorded
+    return {
+        "queue_job_ids": [record.queue_job_id for record in records],
+        "job_ids": [record.job_id for record in records],
+        "states": [str(record.state) for record in records],
+        "durations": [record.duration_ms for record in records],
+        "errors": [record.error for record in records],
+        "last_calls": [
+            None if record.last_call is None else Jsonb(record.last_call) for record in records
+        ],
+        "lock_keys": [_lock_key(record.args.pool_index) for record in records],
+        "releases": [item.ending.release for item in batch],
+        "disables": [item.ending.one_off is OneOffAfterRun.KEEP for item in batch],
+        "next_queues": [None if next is None else next.queue for next in follows],
+        "next_payloads": [None if next is None else next.args.to_payload() for next in follows],
+        "next_priorities": [None if next is None else next.args.priority for next in follows],
+        "next_delays": [None if next is None else next.delay_ms for next in follows],
+    }
+
+
+def _recorded_at(row: Mapping[str, Any]) -> datetime:
+    value: datetime = row["recorded_at"]
+    return value
 
 
 async def _record_one(hot: HotConnections, item: AttemptToRecord) -> datetime | None:
@@ -614,6 +575,31 @@ async def _record_one(hot: HotConnections, item: AttemptToRecord) -> datetime | 
     )
     row = await hot.fetch_first(sql, params)
     return None if row is None else row["recorded_at"]
+
+
+async def _send(
+    single: HotConnections,
+    batched: HotConnections,
+    batch: Sequence[Item],
+    *,
+    one: Callable[[HotConnections, Item], Awaitable[Result | None]],
+    sql: str,
+    params: Callable[[Sequence[Item]], dict[str, Any]],
+    result: Callable[[Mapping[str, Any]], Result],
+) -> list[Result | None]:
+    """Send a lone item's own statement, or `sql` for the whole batch, whose rows carry
+    the 1-based `ord` of their item (an item without a row gets None). A batch whose job
+    rows stay busy past `BATCH_LOCK_TIMEOUT` is sent again one by one, each waiting."""
+    if len(batch) == 1:
+        return [await one(single, batch[0])]
+    try:
+        rows = await batched.fetch_all(sql, params(batch))
+    except psycopg.errors.LockNotAvailable:
+        return [await one(single, item) for item in batch]
+    results: list[Result | None] = [None] * len(batch)
+    for row in rows:
+        results[int(row["ord"]) - 1] = result(row)
+    return results
 
 
 # Statements of each kind running at once, and attempts per statement at most. Two in
@@ -649,12 +635,28 @@ class AttemptStatements:
         )
         singles, batches = self.singles, self.batches
         self.loads: StatementBatcher[AttemptToLoad, LoadedJob | None] = StatementBatcher(
-            lambda batch: _load(singles, batches, batch),
+            lambda batch: _send(
+                singles,
+                batches,
+                batch,
+                one=_load_one,
+                sql=LOAD,
+                params=_load_params,
+                result=_loaded,
+            ),
             max_batch=max_batch,
             max_in_flight=max_in_flight,
         )
         self.records: StatementBatcher[AttemptToRecord, datetime | None] = StatementBatcher(
-            lambda batch: _record(singles, batches, batch),
+            lambda batch: _send(
+                singles,
+                batches,
+                batch,
+                one=_record_one,
+                sql=RECORD,
+                params=_record_params,
+                result=_recorded_at,
+            ),
             max_batch=max_batch,
             max_in_flight=max_in_flight,
         )
