@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from zilean import __version__
 from zilean.api import health
+from zilean.api.body_limit import BodyLimitMiddleware
 from zilean.api.errors import install_error_handlers
 from zilean.api.routes import (
     account,
@@ -40,6 +41,9 @@ from zilean.monitoring.sampling import sampling
 from zilean.scheduler import SchedulerService
 
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
+
+# Any request body: a job with a long script fits easily. The CSV import has a larger cap.
+MAX_BODY_BYTES = 1024 * 1024
 
 
 def create_service_app(
@@ -77,8 +81,13 @@ def create_service_app(
     app.state.settings = settings
     app.state.engine = engine
     install_error_handlers(app)
+    app.add_middleware(BodyLimitMiddleware, limit_for=_body_limit)
     app.include_router(health.router)
     return app
+
+
+def _body_limit(path: str) -> int | None:
+    return None if path == job_csv.IMPORT_PATH else MAX_BODY_BYTES
 
 
 @asynccontextmanager

@@ -10,21 +10,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from zilean.api.access import Forbidden, InvalidApiToken, NotAuthenticated, PasswordChangeRequired
 from zilean.errors import UNSTORABLE_MESSAGE, ApiError
+from zilean.input_models import validation_message
 
 LOGIN_PATH = "/login"
 
 
 def error_response(status_code: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status_code)
-
-
-def _validation_message(exc: RequestValidationError) -> str:
-    first = exc.errors()[0] if exc.errors() else {}
-    location = ".".join(
-        str(part) for part in first.get("loc", ()) if part not in ("body", "query", "path")
-    )
-    detail = str(first.get("msg", "invalid request"))
-    return f"{location}: {detail}" if location else detail
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -35,9 +27,20 @@ def install_error_handlers(app: FastAPI) -> None:
             response.headers.update(exc.headers)
         return response
 
-    async def validation_error(_: Request, exc: Exception) -> Response:
+    async def validation_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
-        return error_response(400, _validation_message(exc))
+        errors = exc.errors()
+        if (
+            errors
+            and tuple(errors[0].get("loc", ())) == ("body",)
+            and isinstance(errors[0].get("input"), bytes)
+        ):
+            # FastAPI reads a body as JSON only when its Content-Type says JSON.
+            content_type = request.headers.get("content-type") or "none"
+            return error_response(
+                415, f"Content-Type must be application/json (got {content_type!r})"
+            )
+        return error_response(400, validation_message(errors))
 
     async def api_error(_: Request, exc: Exception) -> Response:
         assert isinstance(exc, ApiError)

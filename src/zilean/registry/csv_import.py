@@ -32,6 +32,7 @@ from zilean.audit.log import Actor
 from zilean.auth.principal import Principal
 from zilean.db.tables import scheduled_jobs
 from zilean.errors import UNSTORABLE_MESSAGE, ApiError, Conflict, InvalidInput
+from zilean.input_models import validation_message
 from zilean.registry.csv_export import FIELD_OF, FIELDS, JSON_FIELDS
 from zilean.registry.fields import JobWrite
 from zilean.registry.groups import normalise_group_name, valid_group_name
@@ -202,12 +203,11 @@ def merge(
 
 def _job_write(values: Mapping[str, Any]) -> JobWrite:
     try:
-        return JobWrite.model_validate(values)
+        # Cells are text: `true` and `60000` are read as the column's type.
+        return JobWrite.model_validate(values, strict=False)
     except ValidationError as exc:
-        # Flattened as the API flattens a request body's first error.
-        first = exc.errors()[0]
-        location = ".".join(str(part) for part in first["loc"])
-        raise InvalidInput(f"{location}: {first['msg']}" if location else first["msg"]) from None
+        # Worded as the API words a request body's first error.
+        raise InvalidInput(validation_message(exc.errors())) from None
 
 
 @dataclass

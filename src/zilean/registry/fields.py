@@ -7,11 +7,11 @@ auth shapes) live in `validation.py`.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from zilean.input_models import StrictInput, TextDatetime
 from zilean.registry.kinds import (
     DEFAULT_LOOP_RESPONSE_PATH,
     MAX_EXEC_TIMEOUT_MS,
@@ -24,12 +24,10 @@ from zilean.registry.kinds import (
 Milliseconds = Annotated[int, Field(ge=0, le=86_400_000)]
 
 
-class JobWrite(BaseModel):
+class JobWrite(StrictInput):
     """A job as clients send it. `PUT` takes the whole object; omitted fields take defaults."""
 
-    model_config = ConfigDict(extra="ignore", use_enum_values=False)
-
-    name: str = Field(min_length=1, max_length=MAX_NAME_LENGTH, description="Required.")
+    name: str = Field(max_length=MAX_NAME_LENGTH, description="Required; blank is refused.")
     group_name: str = Field(
         "",
         description="`/` nests groups. Segments are trimmed and blank ones dropped; "
@@ -46,7 +44,7 @@ class JobWrite(BaseModel):
     timezone: str = Field(
         "", description="IANA zone cron is evaluated in; empty means the server's `TZ`."
     )
-    run_at: datetime | None = Field(
+    run_at: TextDatetime | None = Field(
         None, description="`one_off` only: in the future until fired, then immutable."
     )
     one_off_after_run: str = Field(

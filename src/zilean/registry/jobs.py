@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import uuid
 import zoneinfo
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -25,6 +25,7 @@ from zilean.errors import InvalidInput, NotFound
 from zilean.execution.oneoff import queue_one_off
 from zilean.registry.fields import JobWrite
 from zilean.registry.groups import gated_clause
+from zilean.registry.job_patch import patched_job
 from zilean.registry.validation import RegistryContext, normalise_job
 from zilean.registry.volumes import read_capabilities
 from zilean.schedules import ScheduleError, ScheduleType, parse_schedule
@@ -194,6 +195,22 @@ async def update_job(
     public = await get_job(conn, context, job_id)
     await record(conn, actor, "job.update", "job", job_id, before=before, after=public)
     return _with_token(public, token, context)
+
+
+async def patch_job(
+    conn: AsyncConnection,
+    principal: Principal,
+    actor: Actor,
+    context: RegistryContext,
+    job_id: uuid.UUID,
+    patch: Mapping[str, Any],
+) -> dict[str, Any]:
+    """Apply a JSON merge patch to the job, then save it as `update_job` saves a `PUT`."""
+    current = job_public(
+        await load_row(conn, job_id, lock=True), await _now(conn), context.default_timezone
+    )
+    job = patched_job(current, patch)
+    return await update_job(conn, principal, actor, context, job_id, job)
 
 
 async def delete_job(

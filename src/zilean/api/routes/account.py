@@ -11,6 +11,7 @@ from zilean.api.access import actor_of, signed_in
 from zilean.auth.principal import Principal
 from zilean.auth.sessions import SESSION_COOKIE
 from zilean.auth.users import change_own_password
+from zilean.input_models import StrictInput
 
 router = APIRouter(prefix="/api/account", tags=["account"])
 
@@ -25,7 +26,7 @@ class AccountPublic(BaseModel):
     permissions: list[str]
 
 
-class PasswordChange(BaseModel):
+class PasswordChange(StrictInput):
     current_password: str
     new_password: str
 

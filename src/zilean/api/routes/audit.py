@@ -6,7 +6,7 @@ import uuid
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
-from pydantic import BaseModel, StrictInt
+from pydantic import StrictInt
 
 from zilean.api.access import require
 from zilean.audit.queries import AuditFilter, list_entries, parse_time
@@ -14,6 +14,7 @@ from zilean.audit.retention import get_retention_days, set_retention_days
 from zilean.auth.permissions import Permission
 from zilean.auth.principal import Principal
 from zilean.errors import InvalidInput
+from zilean.input_models import StrictInput
 
 router = APIRouter(tags=["audit"])
 
@@ -21,7 +22,7 @@ Reader = Annotated[Principal, Depends(require(Permission.AUDIT_READ))]
 Writer = Annotated[Principal, Depends(require(Permission.AUDIT_WRITE))]
 
 
-class AuditSettings(BaseModel):
+class AuditSettings(StrictInput):
     audit_retention_days: StrictInt
 
 

@@ -6,12 +6,13 @@ import uuid
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
-from pydantic import BaseModel, StrictBool, StrictStr
+from pydantic import StrictBool, StrictStr
 
 from zilean.api.access import actor_of, require
 from zilean.auth.permissions import Permission
 from zilean.auth.principal import Principal
 from zilean.config import CoreSettings
+from zilean.input_models import StrictInput
 from zilean.registry import variables as service
 
 router = APIRouter(prefix="/api/global-variables", tags=["global-variables"])
@@ -20,14 +21,14 @@ Reader = Annotated[Principal, Depends(require(Permission.GLOBALVARS_READ))]
 Writer = Annotated[Principal, Depends(require(Permission.GLOBALVARS_WRITE))]
 
 
-class GlobalVariableCreate(BaseModel):
+class GlobalVariableCreate(StrictInput):
     name: StrictStr
     value: StrictStr = ""
     is_secret: StrictBool = False
     allow_in_scripts: StrictBool = False
 
 
-class GlobalVariableUpdate(BaseModel):
+class GlobalVariableUpdate(StrictInput):
     """The full variable: every field is required, so an omitted one never resets anything."""
 
     name: StrictStr

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
-from pydantic import BaseModel
 
 from zilean.api.access import actor_of, require
 from zilean.auth.permissions import Permission
 from zilean.auth.principal import Principal
+from zilean.input_models import StrictInput
 from zilean.registry import groups as service
 
 router = APIRouter(prefix="/api/groups", tags=["groups"])
@@ -18,11 +18,11 @@ Reader = Annotated[Principal, Depends(require(Permission.JOBS_READ))]
 Writer = Annotated[Principal, Depends(require(Permission.JOBS_WRITE))]
 
 
-class GroupName(BaseModel):
+class GroupName(StrictInput):
     group_name: str
 
 
-class GroupState(BaseModel):
+class GroupState(StrictInput):
     group_name: str
     disabled: bool
 

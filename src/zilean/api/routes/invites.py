@@ -6,21 +6,21 @@ import uuid
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
-from pydantic import BaseModel
 
 from zilean.api.access import actor_of, require
 from zilean.auth import invites as service
 from zilean.auth.permissions import Permission
 from zilean.auth.principal import Principal
+from zilean.input_models import StrictInput, TextUUID
 
 router = APIRouter(prefix="/api/invites", tags=["invites"])
 
 Inviter = Annotated[Principal, Depends(require(Permission.INVITES_CREATE))]
 
 
-class InviteCreate(BaseModel):
+class InviteCreate(StrictInput):
     email: str
-    role_ids: list[uuid.UUID]
+    role_ids: list[TextUUID]
 
 
 @router.post("", status_code=201, operation_id="create_invite")

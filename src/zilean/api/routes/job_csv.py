@@ -23,6 +23,8 @@ from zilean.registry import csv_export, csv_import
 from zilean.registry.csv_import import Collision, ImportRun, MergePriority, Tally
 
 router = APIRouter(prefix="/api/jobs", tags=["jobs"])
+# The import reads (and caps) its own body: see `_read_body`.
+IMPORT_PATH = "/api/jobs/import"
 
 NDJSON = "application/x-ndjson"
 # Room for the multipart envelope and the two option fields around the file itself.

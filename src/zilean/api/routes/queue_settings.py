@@ -9,12 +9,13 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
-from pydantic import BaseModel, StrictInt
+from pydantic import StrictInt
 
 from zilean.api.access import actor_of, require
 from zilean.audit.log import record
 from zilean.auth.permissions import Permission
 from zilean.auth.principal import Principal
+from zilean.input_models import StrictInput
 from zilean.maintenance.queue_jobs import (
     get_queue_job_retention_days,
     set_queue_job_retention_days,
@@ -25,7 +26,7 @@ router = APIRouter(tags=["settings"])
 Manager = Annotated[Principal, Depends(require(Permission.SETTINGS_QUEUE_JOBS))]
 
 
-class QueueJobSettings(BaseModel):
+class QueueJobSettings(StrictInput):
     queue_job_retention_days: StrictInt
 
 

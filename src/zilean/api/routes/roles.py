@@ -6,12 +6,13 @@ import uuid
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
-from pydantic import BaseModel
+from pydantic import Field
 
 from zilean.api.access import actor_of, require
 from zilean.auth import roles as service
 from zilean.auth.permissions import Permission
 from zilean.auth.principal import Principal
+from zilean.input_models import StrictInput
 
 router = APIRouter(prefix="/api/roles", tags=["roles"])
 
@@ -19,13 +20,13 @@ Reader = Annotated[Principal, Depends(require(Permission.ROLES_READ))]
 Writer = Annotated[Principal, Depends(require(Permission.ROLES_WRITE))]
 
 
-class RoleCreate(BaseModel):
+class RoleCreate(StrictInput):
     name: str
     description: str = ""
-    permissions: list[str] = []
+    permissions: list[str] = Field(default_factory=list)
 
 
-class RoleUpdate(BaseModel):
+class RoleUpdate(StrictInput):
     name: str | None = None
     description: str | None = None
     permissions: list[str] | None = None

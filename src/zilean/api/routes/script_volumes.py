@@ -6,11 +6,12 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, StrictStr
+from pydantic import StrictStr
 
 from zilean.api.access import actor_of, require
 from zilean.auth.permissions import Permission
 from zilean.auth.principal import Principal
+from zilean.input_models import StrictInput
 from zilean.registry import volumes as service
 
 router = APIRouter(prefix="/api/script-volumes", tags=["script-volumes"])
@@ -19,13 +20,13 @@ Reader = Annotated[Principal, Depends(require(Permission.SCRIPTVOLUMES_READ))]
 Writer = Annotated[Principal, Depends(require(Permission.SCRIPTVOLUMES_WRITE))]
 
 
-class ScriptVolumeCreate(BaseModel):
+class ScriptVolumeCreate(StrictInput):
     name: StrictStr
     max_mode: StrictStr
     description: StrictStr = ""
 
 
-class ScriptVolumeUpdate(BaseModel):
+class ScriptVolumeUpdate(StrictInput):
     """The editable fields; a volume keeps its name (a `name` in the body is ignored)."""
 
     max_mode: StrictStr

@@ -6,20 +6,20 @@ import uuid
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
-from pydantic import BaseModel
 
 from zilean.api.access import actor_of, signed_in
 from zilean.auth import api_tokens as service
 from zilean.auth.principal import Principal
+from zilean.input_models import StrictInput, TextUUID
 
 router = APIRouter(prefix="/api/tokens", tags=["tokens"])
 
 Caller = Annotated[Principal, Depends(signed_in())]
 
 
-class TokenCreate(BaseModel):
+class TokenCreate(StrictInput):
     name: str
-    role_id: uuid.UUID
+    role_id: TextUUID
     expires_in: str = "90d"
 
 

@@ -6,12 +6,12 @@ import uuid
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
-from pydantic import BaseModel
 
 from zilean.api.access import actor_of, require
 from zilean.auth import users as service
 from zilean.auth.permissions import Permission
 from zilean.auth.principal import Principal
+from zilean.input_models import StrictInput, TextUUID
 
 router = APIRouter(prefix="/api/users", tags=["users"])
 
@@ -19,13 +19,13 @@ Reader = Annotated[Principal, Depends(require(Permission.USERS_READ))]
 Writer = Annotated[Principal, Depends(require(Permission.USERS_WRITE))]
 
 
-class UserCreate(BaseModel):
+class UserCreate(StrictInput):
     email: str
-    role_ids: list[uuid.UUID]
+    role_ids: list[TextUUID]
 
 
-class UserUpdate(BaseModel):
-    role_ids: list[uuid.UUID] | None = None
+class UserUpdate(StrictInput):
+    role_ids: list[TextUUID] | None = None
     status: str | None = None
 
 
