@@ -10,9 +10,9 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Strict
+from pydantic import BaseModel, ConfigDict, Strict, model_validator
 
 # JSON has no UUID or timestamp type: these two are read from their string forms.
 TextUUID = Annotated[uuid.UUID, Strict(False)]
@@ -20,9 +20,21 @@ TextDatetime = Annotated[datetime, Strict(False)]
 
 
 class StrictInput(BaseModel):
-    """A request body: `extra="forbid"` and strict types (a CSV import validates laxly)."""
+    """A request body: `extra="forbid"` and strict types (a CSV import validates laxly).
+
+    `read_only` names the fields a response carries beside the writable ones. A client may
+    send back what it read (`GET`, change, `PUT`), so those are dropped, not refused.
+    """
 
     model_config = ConfigDict(extra="forbid", strict=True)
+    read_only: ClassVar[frozenset[str]] = frozenset()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_read_only(cls, data: Any) -> Any:
+        if cls.read_only and isinstance(data, dict):
+            return {key: value for key, value in data.items() if key not in cls.read_only}
+        return data
 
 
 # Pydantic's wording, by error type, in the API's: `<field>: <what is wrong>`.

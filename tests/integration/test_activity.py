@@ -19,8 +19,8 @@ from tests.support.jobs import create
 from tests.support.target import ScriptedResponse, http_target
 from zilean.api.app import create_core_app
 
-SINCE_MESSAGE = {"error": "since must be a positive duration, e.g. 24h"}
-BUCKETS_MESSAGE = {"error": "buckets must be a positive integer"}
+SINCE_MESSAGE = {"error": "since: must be a positive duration, e.g. 24h"}
+BUCKETS_MESSAGE = {"error": "buckets: must be a positive integer"}
 ROUTES = ["/api/jobs/heartbeats", "/api/jobs/{job_id}/activity"]
 
 

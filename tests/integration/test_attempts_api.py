@@ -124,7 +124,7 @@ async def test_calls_refuses_a_limit_that_is_not_a_positive_integer(
     response = await calls(core_app, cast.carol.session, job["id"], limit=limit)
     assert (response.status_code, response.json()) == (
         400,
-        {"error": "limit must be a positive integer"},
+        {"error": "limit: must be a positive integer"},
     )
 
 

@@ -141,20 +141,28 @@ async def test_it_accepts_a_name_of_128_characters(core_app: FastAPI, cast: Cast
     assert created["name"] == "A" * 128
 
 
-async def test_it_ignores_unknown_body_fields(core_app: FastAPI, cast: Cast) -> None:
+async def test_it_refuses_an_unknown_field_but_drops_the_read_only_ones(
+    core_app: FastAPI, cast: Cast
+) -> None:
     async with client_for(core_app, cast.alice.session) as alice:
-        created = await create(alice, {**variable("REGION", "eu"), "colour": "red", "id": 7})
+        typo = await alice.post(
+            "/api/global-variables", json={**variable("REGION", "eu"), "colour": "red"}
+        )
+        created = await create(alice, {**variable("REGION", "eu"), "id": 7, "has_value": False})
+        listed = (await alice.get("/api/global-variables")).json()
+    assert (typo.status_code, typo.json()) == (400, {"error": 'unknown field "colour"'})
+    assert listed == [created]  # the typo stored nothing
     assert set(created) == PUBLIC_KEYS
-    assert created["id"] != 7
+    assert (created["id"] != 7, created["has_value"]) == (True, True)
 
 
-NAME_RULE = "name may contain only letters, digits and underscores"
+NAME_RULE = "name: may contain only letters, digits and underscores"
 
 
 @pytest.mark.parametrize(
     ("body", "message"),
     [
-        ({"value": "x"}, "name: Field required"),  # no name at all
+        ({"value": "x"}, "name is required"),  # no name at all
         (variable(""), "name is required"),  # an empty name
         (variable("has space"), NAME_RULE),  # a space
         (variable("dash-ed"), NAME_RULE),  # a dash
@@ -162,14 +170,14 @@ NAME_RULE = "name may contain only letters, digits and underscores"
         (variable("{{x}}"), NAME_RULE),  # placeholder braces
         (variable("naïve"), NAME_RULE),  # a non-ASCII letter
         (variable("TRAILING\n"), NAME_RULE),  # a trailing newline
-        (variable("A" * 129), "name must be at most 128 characters"),  # one character too long
-        ({**variable(), "name": 5}, "name: Input should be a valid string"),  # not a string
-        ({**variable(), "value": 5}, "value: Input should be a valid string"),  # not a string
-        ({**variable(), "is_secret": "yes"}, "is_secret: Input should be a valid boolean"),
-        ({**variable(), "is_secret": 1}, "is_secret: Input should be a valid boolean"),  # strict
+        (variable("A" * 129), "name: must be at most 128 characters"),  # one character too long
+        ({**variable(), "name": 5}, "name: must be a string"),  # not a string
+        ({**variable(), "value": 5}, "value: must be a string"),  # not a string
+        ({**variable(), "is_secret": "yes"}, "is_secret: must be true or false"),
+        ({**variable(), "is_secret": 1}, "is_secret: must be true or false"),  # strict
         (
             {**variable(), "allow_in_scripts": None},  # null is not a boolean
-            "allow_in_scripts: Input should be a valid boolean",
+            "allow_in_scripts: must be true or false",
         ),
     ],
 )
@@ -200,7 +208,7 @@ async def test_put_takes_the_full_variable(core_app: FastAPI, cast: Cast, missin
         created = await create(alice, body)
         del body[missing]
         response = await alice.put(f"/api/global-variables/{created['id']}", json=body)
-    assert (response.status_code, response.json()) == (400, {"error": f"{missing}: Field required"})
+    assert (response.status_code, response.json()) == (400, {"error": f"{missing} is required"})
 
 
 async def test_an_unknown_or_malformed_id_is_refused(core_app: FastAPI, cast: Cast) -> None:

@@ -52,7 +52,7 @@ async def test_changing_job_type_on_put_is_a_conflict(core_app: FastAPI, cast: C
     job = await create(core_app, cast.alice.session)
     response = await put(core_app, cast.alice.session, job, **{**SCRIPT, "url": ""})
     assert response.status_code == 409
-    assert response.json() == {"error": "job_type cannot be changed after the job is created"}
+    assert response.json() == {"error": "job_type: cannot be changed after the job is created"}
     assert (await fetch(core_app, cast.alice.session, job["id"]))["job_type"] == "http"
 
 
@@ -176,7 +176,7 @@ async def test_a_script_jobs_volumes_are_checked_and_kept_when_a_put_omits_them(
     assert over.json()["error"] == (
         'capabilities.volumes[0].mode: script volume "archive" allows at most "ro"'
     )
-    assert on_http.json() == {"error": "capabilities must be empty on an HTTP job"}
+    assert on_http.json() == {"error": "capabilities: must be empty on an HTTP job"}
     declared = {"volumes": [{"name": "reports", "mode": "rw"}, {"name": "archive", "mode": "ro"}]}
     job = await create(core_app, cast.alice.session, **SCRIPT, url="", capabilities=declared)
     assert (job["capabilities"], job["capabilities_invalid"]) == (declared, False)
@@ -333,7 +333,7 @@ async def test_a_fired_one_offs_run_at_cannot_change_but_may_be_resent(
     assert (job["run_at_fired_at"], job["next_run_at"]) == ("2024-05-01T12:00:01Z", None)
     moved = await put(core_app, cast.alice.session, job, run_at=FUTURE)
     assert moved.status_code == 400
-    assert moved.json() == {"error": "run_at cannot change after the one-off has fired"}
+    assert moved.json() == {"error": "run_at: cannot change after the one-off has fired"}
     kept = await put(core_app, cast.alice.session, job, name="renamed")
     assert kept.status_code == 200, kept.text  # in the past, but unchanged
     same = await put(core_app, cast.alice.session, job, run_at="2024-05-01T14:00+02:00")

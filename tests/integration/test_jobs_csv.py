@@ -35,7 +35,7 @@ from zilean.registry.validation import RegistryContext
 NDJSON = "application/x-ndjson"
 RESULT_KEYS = {"row", "status", "job_id", "name", "group_name", "error"}
 SCRIPT_DENIED = "script jobs require the jobs:script permission"
-JOB_TYPE_FROZEN = "job_type cannot be changed after the job is created"
+JOB_TYPE_FROZEN = "job_type: cannot be changed after the job is created"
 MAX_UPLOAD = 5 * 1024 * 1024
 BOX = SecretBox(base64.b64decode(KEY))
 # Derived from the clock rather than stored: it moves between two reads of a rate job.
@@ -385,12 +385,12 @@ async def test_each_row_sees_the_jobs_earlier_rows_created_and_skip_is_the_defau
     [
         pytest.param(
             {"on_collision": "replace"},
-            "on_collision must be one of overwrite, skip, merge (got 'replace')",
+            "on_collision: must be one of overwrite, skip, merge (got 'replace')",
             id="unknown on_collision",
         ),
         pytest.param(
             {"on_collision": "merge", "merge_priority": "csv"},
-            "merge_priority must be one of source, target (got 'csv')",
+            "merge_priority: must be one of source, target (got 'csv')",
             id="unknown merge_priority",
         ),
     ],

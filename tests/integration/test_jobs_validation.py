@@ -27,12 +27,13 @@ VOLUME = {"volumes": [{"name": "reports", "mode": "ro"}]}
 EMPTY_ON_SCRIPT = "must be empty on a script job"
 EMPTY_ON_HTTP = "must be empty on an HTTP job"
 NOT_A_URL = "must be an absolute http or https URL"
+METHODS = "must be one of GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS"
 
 # fmt: off
 CASES = [
     # name
-    (HTTP, {"name": MISSING}, 400, "name: Field required"),  # name omitted
-    (HTTP, {"name": ""}, 400, "name: String should have at least 1 character"),  # empty name
+    (HTTP, {"name": MISSING}, 400, "name is required"),  # name omitted
+    (HTTP, {"name": ""}, 400, "name is required"),  # empty name
     (HTTP, {"name": "   "}, 400, "name is required"),  # blank name
     (HTTP, {"name": "  nightly  "}, 201, {"name": "nightly"}),  # name is trimmed
     # cron and rate expressions
@@ -51,43 +52,44 @@ CASES = [
      {"schedule_type": "rate", "cron_expression": "@every 5m"}),  # a valid rate
     # exec_timeout_ms
     (HTTP, {"exec_timeout_ms": 0}, 400,
-     "exec_timeout_ms: Input should be greater than or equal to 1"),  # zero
-    (HTTP, {"exec_timeout_ms": 1_800_001}, 400, "less than or equal to 1800000"),  # over 30 min
+     "exec_timeout_ms: must be at least 1"),  # zero
+    (HTTP, {"exec_timeout_ms": 1_800_001}, 400,
+     "exec_timeout_ms: must be at most 1800000"),  # over 30 min
     (HTTP, {"exec_timeout_ms": 1_800_000}, 201, {"exec_timeout_ms": 1_800_000}),  # exactly 30 min
     (SCRIPT, {"job_type": "groovy", "exec_timeout_ms": 9999}, 400,
-     "exec_timeout_ms must be at least 10000 for Groovy jobs"),  # Groovy under its minimum
+     "exec_timeout_ms: must be at least 10000 for Groovy jobs"),  # Groovy under its minimum
     (SCRIPT, {"job_type": "groovy", "exec_timeout_ms": 10_000}, 201,
      {"job_type": "groovy", "exec_timeout_ms": 10_000}),  # Groovy at its minimum
     (SCRIPT, {"exec_timeout_ms": 9999}, 201, {"exec_timeout_ms": 9999}),  # no minimum for bash
     # pool_count and overlap_policy
-    (HTTP, {"pool_count": 0}, 400, "pool_count: Input should be greater than or equal to 1"),  # 0
-    (HTTP, {"pool_count": 21}, 400, "pool_count: Input should be less than or equal to 20"),  # 21
+    (HTTP, {"pool_count": 0}, 400, "pool_count: must be at least 1"),  # 0
+    (HTTP, {"pool_count": 21}, 400, "pool_count: must be at most 20"),  # 21
     (HTTP, {"pool_count": 20}, 201, {"pool_count": 20}),  # the maximum
     (HTTP, {**ONE_OFF, "pool_count": 2}, 400,
-     "pool_count must be 1 for a one_off job"),  # a pool on a one-off
+     "pool_count: must be 1 for a one_off job"),  # a pool on a one-off
     (HTTP, {"overlap_policy": "queue"}, 400,
-     "overlap_policy must be one of skip, allow"),  # unknown overlap policy
+     "overlap_policy: must be one of skip, allow"),  # unknown overlap policy
     (HTTP, {"overlap_policy": "allow"}, 201, {"overlap_policy": "allow"}),  # the other policy
     # enums
     (HTTP, {"auth_type": "digest"}, 400,
-     "auth_type must be one of none, bearer, basic, api_key"),  # unknown auth type
+     "auth_type: must be one of none, bearer, basic, api_key"),  # unknown auth type
     (HTTP, {"schedule_type": "hourly"}, 400,
      "must be one of cron, rate, one_off, webhook"),  # unknown schedule type
     (HTTP, {"job_type": "perl"}, 400,
-     "job_type must be one of http, bash, javascript, typescript, groovy, python"),  # unknown type
+     "job_type: must be one of http, bash, javascript, typescript, groovy, python"),  # unknown type
     (SCRIPT, {"job_type": "python"}, 201, {"job_type": "python"}),  # our python addition
     (HTTP, {"retry_mode": "linear"}, 400,
-     "retry_mode must be one of exponential, fixed, exponential_jitter"),  # unknown retry mode
+     "retry_mode: must be one of exponential, fixed, exponential_jitter"),  # unknown retry mode
     (HTTP, {"retry_mode": "fixed"}, 201, {"retry_mode": "fixed"}),  # fixed delay
     (HTTP, {"retry_mode": "exponential_jitter"}, 201,
      {"retry_mode": "exponential_jitter"}),  # exponential with full jitter
     (HTTP, {"notify_on": "always"}, 400,
-     "notify_on must be one of none, success, failure, both"),  # unknown notify_on (alice)
-    (HTTP, {"notify_targets": [0]}, 400, "notify_targets must hold target ids"),  # not an id
+     "notify_on: must be one of none, success, failure, both"),  # unknown notify_on (alice)
+    (HTTP, {"notify_targets": [0]}, 400, "notify_targets: must hold target ids"),  # not an id
     (HTTP, {"notify_on": "both", "notify_targets": [3, 1, 3]}, 201,
      {"notify_on": "both", "notify_targets": [1, 3]}),  # targets deduplicated and sorted
     # one_off
-    (HTTP, {**ONE_OFF, "run_at": PAST}, 400, "run_at must be in the future"),  # past run_at
+    (HTTP, {**ONE_OFF, "run_at": PAST}, 400, "run_at: must be in the future"),  # past run_at
     (HTTP, {**ONE_OFF, "run_at": MISSING}, 400,
      "run_at: is required for a one_off schedule"),  # one-off without run_at
     (HTTP, {**ONE_OFF, "run_at": "2099-01-01T00:00:00"}, 400,
@@ -110,36 +112,39 @@ CASES = [
     (HTTP, {"group_name": "Ops" + " " * 300 + "/ Backups"}, 201,
      {"group_name": "Ops/Backups"}),  # over 255 bytes only before trimming
     # HTTP fields on a script job
-    (SCRIPT, {"url": "https://api.example.com"}, 400, f"url {EMPTY_ON_SCRIPT}"),  # url
-    (SCRIPT, {"query_params": {"a": "1"}}, 400, f"query_params {EMPTY_ON_SCRIPT}"),  # query
-    (SCRIPT, {"body": {"a": 1}}, 400, f"body {EMPTY_ON_SCRIPT}"),  # body
-    (SCRIPT, {"headers": {"X-A": "1"}}, 400, f"headers {EMPTY_ON_SCRIPT}"),  # headers
-    (SCRIPT, {"auth_type": "bearer"}, 400, "auth_type must be none on a script job"),  # auth_type
-    (SCRIPT, {"auth_config": {"token": "t"}}, 400, f"auth_config {EMPTY_ON_SCRIPT}"),  # auth_config
-    (SCRIPT, {"http_method": "POST"}, 400, f"http_method {EMPTY_ON_SCRIPT}"),  # http_method
+    (SCRIPT, {"url": "https://api.example.com"}, 400, f"url: {EMPTY_ON_SCRIPT}"),  # url
+    (SCRIPT, {"query_params": {"a": "1"}}, 400, f"query_params: {EMPTY_ON_SCRIPT}"),  # query
+    (SCRIPT, {"body": {"a": 1}}, 400, f"body: {EMPTY_ON_SCRIPT}"),  # body
+    (SCRIPT, {"headers": {"X-A": "1"}}, 400, f"headers: {EMPTY_ON_SCRIPT}"),  # headers
+    (SCRIPT, {"auth_type": "bearer"}, 400, "auth_type: must be none on a script job"),  # auth_type
+    (SCRIPT, {"auth_config": {"token": "t"}}, 400,
+     f"auth_config: {EMPTY_ON_SCRIPT}"),  # auth_config
+    (SCRIPT, {"http_method": "POST"}, 400, f"http_method: {EMPTY_ON_SCRIPT}"),  # http_method
     (SCRIPT, {"script_body": "  "}, 400, "script_body is required for script jobs"),  # no script
     (SCRIPT, {"script_secret_vars": ["bad-name"]}, 400,
      "'bad-name' is not a variable name"),  # a secret var that cannot be a variable
     (SCRIPT, {"capabilities": VOLUME}, 400,
      'capabilities.volumes[0].name: unknown script volume "reports"'),  # undeclared volume
     (SCRIPT, {"capabilities": {"egress": []}}, 400,
-     "capabilities.egress is not supported yet"),  # egress is reserved
+     "capabilities.egress: is not supported yet"),  # egress is reserved
     (SCRIPT, {"capabilities": {"volumes": []}}, 201, {"capabilities": {}}),  # no volumes is {}
     # script fields and capabilities on an HTTP job
-    (HTTP, {"script_body": "echo hi"}, 400, f"script_body {EMPTY_ON_HTTP}"),  # script_body
-    (HTTP, {"script_args": ["-v"]}, 400, f"script_args {EMPTY_ON_HTTP}"),  # script_args
+    (HTTP, {"script_body": "echo hi"}, 400, f"script_body: {EMPTY_ON_HTTP}"),  # script_body
+    (HTTP, {"script_args": ["-v"]}, 400, f"script_args: {EMPTY_ON_HTTP}"),  # script_args
     (HTTP, {"script_secret_vars": ["API_KEY"]}, 400,
-     f"script_secret_vars {EMPTY_ON_HTTP}"),  # script_secret_vars
-    (HTTP, {"capabilities": VOLUME}, 400, "capabilities must be empty on an HTTP job"),  # volumes
+     f"script_secret_vars: {EMPTY_ON_HTTP}"),  # script_secret_vars
+    (HTTP, {"capabilities": VOLUME}, 400, "capabilities: must be empty on an HTTP job"),  # volumes
     (HTTP, {"capabilities": {"volumes": []}}, 201, {"capabilities": {}}),  # an empty declaration
     # url and http_method
     (HTTP, {"url": MISSING}, 400, "url is required for HTTP jobs"),  # no url
     (HTTP, {"url": "  "}, 400, "url is required for HTTP jobs"),  # blank url
-    (HTTP, {"url": "/hooks/run"}, 400, f"url {NOT_A_URL}"),  # relative url
-    (HTTP, {"url": "ftp://files.example.com/x"}, 400, f"url {NOT_A_URL}"),  # not http(s)
+    (HTTP, {"url": "/hooks/run"}, 400, f"url: {NOT_A_URL}"),  # relative url
+    (HTTP, {"url": "ftp://files.example.com/x"}, 400, f"url: {NOT_A_URL}"),  # not http(s)
     (HTTP, {"url": "{{base_url}}/run"}, 201, {"url": "{{base_url}}/run"}),  # templated origin
-    (HTTP, {"http_method": "GET IT!"}, 400, "http_method must be an HTTP method"),  # garbage
-    (HTTP, {"http_method": "x" * 17}, 400, "http_method: String should have at most 16"),  # long
+    (HTTP, {"http_method": "GET IT!"}, 400, f"http_method: {METHODS}"),  # garbage
+    (HTTP, {"http_method": "FETCH"}, 400, f"http_method: {METHODS}"),  # not a method we send
+    (HTTP, {"http_method": "x" * 17}, 400, f"http_method: {METHODS}"),  # long
+    (HTTP, {"http_method": "delete"}, 201, {"http_method": "DELETE"}),  # any case
     (HTTP, {"http_method": " post "}, 201, {"http_method": "POST"}),  # upper-cased
     # auth shapes
     (HTTP, {"auth_type": "bearer"}, 400, "auth_config.token is required for bearer auth"),  # none
@@ -154,18 +159,18 @@ CASES = [
     (HTTP, {"auth_type": "api_key", "auth_config": {"api_key": "k"}}, 201,
      {"auth_config": {"header_name": "X-API-Key"}, "has_auth_secret": True}),  # default header
     (HTTP, {"auth_type": "api_key", "auth_config": {"api_key": "k", "header_name": "X Key"}}, 400,
-     "auth_config.header_name must be a valid HTTP header name"),  # header with a space
+     "auth_config.header_name: must be a valid HTTP header name"),  # header with a space
     (HTTP, {"auth_type": "bearer", "auth_config": {"token": "t", "extra": 1}}, 201,
      {"auth_config": {}, "has_auth_secret": True}),  # unknown auth_config keys ignored
     # on_failure_url
-    (HTTP, {"on_failure_url": "/failed"}, 400, f"on_failure_url {NOT_A_URL}"),  # relative
+    (HTTP, {"on_failure_url": "/failed"}, 400, f"on_failure_url: {NOT_A_URL}"),  # relative
     (HTTP, {"on_failure_url": "ftp://hooks.example.com/f"}, 400,
-     f"on_failure_url {NOT_A_URL}"),  # ftp is not http(s)
+     f"on_failure_url: {NOT_A_URL}"),  # ftp is not http(s)
     (HTTP, {"on_failure_url": " https://hooks.example.com/f "}, 201,
      {"on_failure_url": "https://hooks.example.com/f"}),  # trimmed absolute https
     # timezone
-    (HTTP, {"timezone": "Mars/Olympus_Mons"}, 400, "timezone must be an IANA time zone"),  # bogus
-    (HTTP, {"timezone": "../../etc/passwd"}, 400, "timezone must be an IANA time zone"),  # a path
+    (HTTP, {"timezone": "Mars/Olympus_Mons"}, 400, "timezone: must be an IANA time zone"),  # bogus
+    (HTTP, {"timezone": "../../etc/passwd"}, 400, "timezone: must be an IANA time zone"),  # a path
     (HTTP, {"timezone": " America/New_York "}, 201, {"timezone": "America/New_York"}),  # trimmed
     # loop and retry
     (HTTP, {"loop_enabled": True, "loop_response_path": "  "}, 400,
@@ -173,13 +178,13 @@ CASES = [
     (HTTP, {"loop_response_path": ""}, 201,
      {"loop_response_path": "result.remaining"}),  # blank with loop off: the default
     (HTTP, {"loop_delay_ms": -1}, 400,
-     "loop_delay_ms: Input should be greater than or equal to 0"),  # negative delay
+     "loop_delay_ms: must be at least 0"),  # negative delay
     (HTTP, {"loop_max_iterations": 0}, 400,
-     "loop_max_iterations: Input should be greater than"),  # zero iterations
+     "loop_max_iterations: must be at least 1"),  # zero iterations
     (HTTP, {"retry_max_attempts": 0}, 400,
-     "retry_max_attempts: Input should be greater than or equal to 1"),  # no attempts
+     "retry_max_attempts: must be at least 1"),  # no attempts
     (HTTP, {"retry_max_attempts": 101}, 400,
-     "retry_max_attempts: Input should be less than"),  # over the 100-attempt ceiling
+     "retry_max_attempts: must be at most"),  # over the 100-attempt ceiling
 ]
 # fmt: on
 

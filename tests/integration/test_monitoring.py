@@ -58,7 +58,7 @@ SERVICE_ORDER = [
     "mcp",
     "webhook",
 ]
-SERVICE_MESSAGE = "service must be one of " + ", ".join(SERVICE_ORDER)
+SERVICE_MESSAGE = "service: must be one of " + ", ".join(SERVICE_ORDER)
 SAMPLE_KEYS = {
     "service",
     "sampled_at",

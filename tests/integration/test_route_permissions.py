@@ -47,6 +47,7 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("POST", "/api/jobs"): "jobs:write",
     ("GET", "/api/jobs/{job_id}"): "jobs:read",
     ("PUT", "/api/jobs/{job_id}"): "jobs:write",
+    ("PATCH", "/api/jobs/{job_id}"): "jobs:write",  # beyond the spec: a JSON merge patch
     ("DELETE", "/api/jobs/{job_id}"): "jobs:write",
     ("POST", "/api/jobs/{job_id}/enable"): "jobs:write",
     ("POST", "/api/jobs/{job_id}/disable"): "jobs:write",
@@ -102,6 +103,8 @@ CAROL_LACKS = [
     pytest.param("POST", "/api/jobs", JOB_BODY),
     # jobs:write
     pytest.param("PUT", "/api/jobs/{job_id}", JOB_BODY),
+    # jobs:write
+    pytest.param("PATCH", "/api/jobs/{job_id}", {"name": "renamed"}),
     # jobs:write
     pytest.param("DELETE", "/api/jobs/{job_id}", None),
     # jobs:write

@@ -29,6 +29,8 @@ from zilean.queue_engine.statements import NewQueueJob, QueueJobState, enqueue, 
 
 PATH = "/api/settings/queue-jobs"
 
+RETENTION_RANGE = "queue_job_retention_days: must be between 1 and 3650"
+
 
 async def a_job(engine: AsyncEngine, **columns: Any) -> uuid.UUID:
     job_id = uuid.uuid4()
@@ -197,26 +199,29 @@ async def test_changing_the_retention_is_audited_with_before_and_after(
     ("body", "message"),
     [
         # below the minimum
-        ({"queue_job_retention_days": 0}, "queue_job_retention_days must be between 1 and 3650"),
+        ({"queue_job_retention_days": 0}, RETENTION_RANGE),
         # above the maximum
-        ({"queue_job_retention_days": 3651}, "queue_job_retention_days must be between 1 and 3650"),
+        (
+            {"queue_job_retention_days": 3651},
+            "queue_job_retention_days: must be between 1 and 3650",
+        ),
         # a numeric string is not a number
         (
             {"queue_job_retention_days": "7"},
-            "queue_job_retention_days: Input should be a valid integer",
+            "queue_job_retention_days: must be an integer",
         ),
         # nor is a boolean
         (
             {"queue_job_retention_days": True},
-            "queue_job_retention_days: Input should be a valid integer",
+            "queue_job_retention_days: must be an integer",
         ),
         # nor a fraction
         (
             {"queue_job_retention_days": 7.5},
-            "queue_job_retention_days: Input should be a valid integer",
+            "queue_job_retention_days: must be an integer",
         ),
         # the field is required
-        ({}, "queue_job_retention_days: Field required"),
+        ({}, "queue_job_retention_days is required"),
     ],
 )
 async def test_an_invalid_retention_is_refused_and_changes_nothing(

@@ -21,8 +21,8 @@ from zilean.db.tables import scheduled_jobs, script_volumes
 from zilean.errors import InvalidInput
 from zilean.registry.volumes import read_capabilities, validate_capabilities
 
-NAME_RULE = {"error": "name must match ^[a-z][a-z0-9_]{0,62}$"}
-MODE_RULE = {"error": 'max_mode must be "ro" or "rw"'}
+NAME_RULE = {"error": "name: must match ^[a-z][a-z0-9_]{0,62}$"}
+MODE_RULE = {"error": 'max_mode: must be "ro" or "rw"'}
 PUBLIC_KEYS = {"name", "max_mode", "description", "usage", "created_at", "updated_at"}
 
 
@@ -151,15 +151,15 @@ async def test_it_accepts_a_valid_name(core_app: FastAPI, cast: Cast, name: str)
         (volume(max_mode="RW"), MODE_RULE),  # modes are lower-case
         (volume(max_mode="wo"), MODE_RULE),  # no such mode
         (volume(max_mode=""), MODE_RULE),  # empty
-        ({"name": "reports"}, {"error": "max_mode: Field required"}),  # no ceiling
-        ({"max_mode": "ro"}, {"error": "name: Field required"}),  # no name
+        ({"name": "reports"}, {"error": "max_mode is required"}),  # no ceiling
+        ({"max_mode": "ro"}, {"error": "name is required"}),  # no name
         (
             {**volume(), "max_mode": 1},  # not a string
-            {"error": "max_mode: Input should be a valid string"},
+            {"error": "max_mode: must be a string"},
         ),
         (
             {**volume(), "description": ["x"]},  # not a string
-            {"error": "description: Input should be a valid string"},
+            {"error": "description: must be a string"},
         ),
     ],
 )
@@ -176,7 +176,7 @@ async def test_it_refuses_an_invalid_volume(
     ("body", "error"),
     [
         ({"max_mode": "full"}, MODE_RULE),  # no such mode
-        ({"description": "only"}, {"error": "max_mode: Field required"}),  # no ceiling
+        ({"description": "only"}, {"error": "max_mode is required"}),  # no ceiling
     ],
 )
 async def test_it_refuses_an_invalid_update(
@@ -337,37 +337,37 @@ async def test_validate_capabilities_accepts_and_normalises(
 @pytest.mark.parametrize(
     ("raw", "job_type", "message"),
     [
-        ([], "bash", "capabilities must be an object"),  # a list
-        (None, "bash", "capabilities must be an object"),  # null
-        ("reports", "bash", "capabilities must be an object"),  # a string
-        ({"egress": ["example.com"]}, "bash", "capabilities.egress is not supported yet"),
-        ({"network": True}, "bash", "capabilities.network is not a known capability"),
+        ([], "bash", "capabilities: must be an object"),  # a list
+        (None, "bash", "capabilities: must be an object"),  # null
+        ("reports", "bash", "capabilities: must be an object"),  # a string
+        ({"egress": ["example.com"]}, "bash", "capabilities.egress: is not supported yet"),
+        ({"network": True}, "bash", "capabilities.network: is not a known capability"),
         (
             {**declaring("reports"), "egress": []},  # egress beside valid volumes
             "bash",
-            "capabilities.egress is not supported yet",
+            "capabilities.egress: is not supported yet",
         ),
-        ({"volumes": "reports"}, "bash", "capabilities.volumes must be a list"),  # a string
-        ({"volumes": None}, "bash", "capabilities.volumes must be a list"),  # null
+        ({"volumes": "reports"}, "bash", "capabilities.volumes: must be a list"),  # a string
+        ({"volumes": None}, "bash", "capabilities.volumes: must be a list"),  # null
         (
             {"volumes": ["reports"]},  # a bare name
             "bash",
-            "capabilities.volumes[0] must be an object with name and mode",
+            "capabilities.volumes[0]: must be an object with name and mode",
         ),
         (
             {"volumes": [{"name": "reports"}]},  # no mode
             "bash",
-            'capabilities.volumes[0].mode must be "ro" or "rw"',
+            'capabilities.volumes[0].mode: must be "ro" or "rw"',
         ),
         (
             declaring("reports", mode="RW"),  # modes are lower-case
             "bash",
-            'capabilities.volumes[0].mode must be "ro" or "rw"',
+            'capabilities.volumes[0].mode: must be "ro" or "rw"',
         ),
         (
             {"volumes": [{"name": "reports", "mode": ["rw"]}]},  # not a string
             "bash",
-            'capabilities.volumes[0].mode must be "ro" or "rw"',
+            'capabilities.volumes[0].mode: must be "ro" or "rw"',
         ),
         ({"volumes": [{"mode": "ro"}]}, "bash", "capabilities.volumes[0].name is required"),
         (
@@ -378,7 +378,7 @@ async def test_validate_capabilities_accepts_and_normalises(
         (
             {"volumes": [{"name": "reports", "mode": "ro", "path": "/x"}]},  # an extra field
             "bash",
-            "capabilities.volumes[0].path is not a known field",
+            "capabilities.volumes[0].path: is not a known field",
         ),
         (
             declaring("reports", "missing"),  # not in the catalog
@@ -395,7 +395,7 @@ async def test_validate_capabilities_accepts_and_normalises(
             "bash",  # the same volume twice, even with different modes
             'capabilities.volumes[1]: script volume "reports" is declared more than once',
         ),
-        (declaring("reports"), "http", "capabilities must be empty on an HTTP job"),
+        (declaring("reports"), "http", "capabilities: must be empty on an HTTP job"),
     ],
 )
 async def test_validate_capabilities_refuses(

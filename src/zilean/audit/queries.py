@@ -53,9 +53,9 @@ def parse_time(name: str, value: str | None) -> datetime | None:
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
-        raise InvalidInput(f"{name} must be an RFC 3339 timestamp") from None
+        raise InvalidInput(f"{name}: must be an RFC 3339 timestamp") from None
     if parsed.tzinfo is None:
-        raise InvalidInput(f"{name} must be an RFC 3339 timestamp with a time zone")
+        raise InvalidInput(f"{name}: must be an RFC 3339 timestamp with a time zone")
     return parsed
 
 

@@ -38,7 +38,7 @@ async def get_retention_days(conn: AsyncConnection) -> int:
 async def set_retention_days(conn: AsyncConnection, days: int) -> int:
     if not MIN_RETENTION_DAYS <= days <= MAX_RETENTION_DAYS:
         raise InvalidInput(
-            f"audit_retention_days must be between {MIN_RETENTION_DAYS} and {MAX_RETENTION_DAYS}"
+            f"audit_retention_days: must be between {MIN_RETENTION_DAYS} and {MAX_RETENTION_DAYS}"
         )
     statement = insert(app_settings).values(key=AUDIT_RETENTION_SETTING, value=days)
     await conn.execute(

@@ -82,7 +82,7 @@ async def create_token(
     if not name or len(name) > MAX_TOKEN_NAME:
         raise InvalidInput(f"name is required and must be at most {MAX_TOKEN_NAME} characters")
     if expires_in not in EXPIRIES:
-        raise InvalidInput("expires_in must be one of 30d, 90d, 365d or never")
+        raise InvalidInput("expires_in: must be one of 30d, 90d, 365d or never")
     found = await load_roles(conn, [role_id])
     if not found:
         raise InvalidInput("role_id: unknown role")

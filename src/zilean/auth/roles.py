@@ -116,7 +116,7 @@ async def resolve_role_ids(
     """Load a non-empty set of existing roles the caller may grant."""
     unique_ids = list(dict.fromkeys(role_ids))
     if not unique_ids:
-        raise InvalidInput("role_ids must contain at least one role")
+        raise InvalidInput("role_ids: must contain at least one role")
     found = await load_roles(conn, unique_ids)
     missing = set(unique_ids) - {role.id for role in found}
     if missing:
@@ -137,7 +137,7 @@ def _check_name(name: str) -> str:
     if not name:
         raise InvalidInput("name is required")
     if len(name) > MAX_ROLE_NAME:
-        raise InvalidInput(f"name must be at most {MAX_ROLE_NAME} characters")
+        raise InvalidInput(f"name: must be at most {MAX_ROLE_NAME} characters")
     return name
 
 

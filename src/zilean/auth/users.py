@@ -34,15 +34,15 @@ def normalise_email(email: str) -> str:
     email = email.strip()
     local, at, domain = email.rpartition("@")
     if not at or not local or not domain or " " in email or len(email) > MAX_EMAIL_LENGTH:
-        raise InvalidInput("email must be a valid email address")
+        raise InvalidInput("email: must be a valid email address")
     return email
 
 
 def check_new_password(password: str, field: str = "new_password") -> None:
     if len(password) < MIN_PASSWORD_LENGTH:
-        raise InvalidInput(f"{field} must be at least {MIN_PASSWORD_LENGTH} characters")
+        raise InvalidInput(f"{field}: must be at least {MIN_PASSWORD_LENGTH} characters")
     if len(password.encode("utf-8")) > MAX_PASSWORD_BYTES:
-        raise InvalidInput(f"{field} must be at most {MAX_PASSWORD_BYTES} bytes")
+        raise InvalidInput(f"{field}: must be at most {MAX_PASSWORD_BYTES} bytes")
 
 
 async def hash_in_thread(password: str) -> str:
@@ -214,7 +214,7 @@ async def update_user(
         )
     if status is not None and status != before["status"]:
         if status not in USER_STATUSES:
-            raise InvalidInput("status must be exactly active or disabled")
+            raise InvalidInput("status: must be exactly active or disabled")
         if user_id == principal.user_id:
             raise Conflict("you cannot change the status of your own account")
         if before["status"] == "invited" and status == "active":
@@ -234,7 +234,7 @@ async def update_user(
             after={"status": status},
         )
     elif status is not None and status not in USER_STATUSES:
-        raise InvalidInput("status must be exactly active or disabled")
+        raise InvalidInput("status: must be exactly active or disabled")
     return await get_user(conn, user_id)
 
 
@@ -292,7 +292,7 @@ async def change_own_password(
         raise InvalidInput("current_password is incorrect")
     check_new_password(new_password)
     if new_password == current_password:
-        raise InvalidInput("new_password must differ from the current password")
+        raise InvalidInput("new_password: must differ from the current password")
     await conn.execute(
         update(users)
         .where(users.c.id == principal.user_id)

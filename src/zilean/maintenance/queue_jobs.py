@@ -55,7 +55,7 @@ async def set_queue_job_retention_days(conn: AsyncConnection, days: int) -> tupl
     """Store a new retention; return (before, after). Raise InvalidInput when out of range."""
     if not MIN_QUEUE_JOB_RETENTION_DAYS <= days <= MAX_QUEUE_JOB_RETENTION_DAYS:
         raise InvalidInput(
-            f"queue_job_retention_days must be between {MIN_QUEUE_JOB_RETENTION_DAYS} "
+            f"queue_job_retention_days: must be between {MIN_QUEUE_JOB_RETENTION_DAYS} "
             f"and {MAX_QUEUE_JOB_RETENTION_DAYS}"
         )
     before = await get_queue_job_retention_days(conn)

@@ -39,7 +39,7 @@ SAMPLE_FIELDS = (
     "asyncio_tasks",
     "open_fds",
 )
-_SERVICE_MESSAGE = "service must be one of " + ", ".join(str(s) for s in SERVICES)
+_SERVICE_MESSAGE = "service: must be one of " + ", ".join(str(s) for s in SERVICES)
 
 metrics = worker_metrics.c
 

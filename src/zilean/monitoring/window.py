@@ -24,8 +24,8 @@ MAX_SINCE_SECONDS = 720 * 3600  # the retention of what the windows read
 DEFAULT_BUCKETS = 40
 MAX_BUCKETS = 500
 MIN_WIDTH_SECONDS = 60  # nothing finer is stored
-SINCE_MESSAGE = "since must be a positive duration, e.g. 24h"
-BUCKETS_MESSAGE = "buckets must be a positive integer"
+SINCE_MESSAGE = "since: must be a positive duration, e.g. 24h"
+BUCKETS_MESSAGE = "buckets: must be a positive integer"
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ def parse_auth_type(value: str) -> AuthType:
         return AuthType(value)
     except ValueError:
         choices = ", ".join(AuthType)
-        raise InvalidInput(f"auth_type must be one of {choices} (got {value!r})") from None
+        raise InvalidInput(f"auth_type: must be one of {choices} (got {value!r})") from None
 
 
 def _text(config: dict[str, Any], key: str) -> str:
@@ -51,7 +51,7 @@ def _text(config: dict[str, Any], key: str) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
-        raise InvalidInput(f"auth_config.{key} must be a string")
+        raise InvalidInput(f"auth_config.{key}: must be a string")
     return value
 
 
@@ -79,7 +79,7 @@ def prepare_auth(
     if auth_type is AuthType.API_KEY:
         header = _text(config, "header_name").strip() or DEFAULT_API_KEY_HEADER
         if not _HEADER_NAME.match(header):
-            raise InvalidInput("auth_config.header_name must be a valid HTTP header name")
+            raise InvalidInput("auth_config.header_name: must be a valid HTTP header name")
         public["header_name"] = header
     field = SECRET_FIELD[auth_type]
     secret = _text(config, field)

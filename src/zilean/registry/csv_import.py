@@ -82,7 +82,7 @@ def parse_choice(name: str, value: str | None, kind: type[E], default: E) -> E:
         return kind(value.strip())
     except ValueError:
         choices = ", ".join(member.value for member in kind)
-        raise InvalidInput(f"{name} must be one of {choices} (got {value!r})") from None
+        raise InvalidInput(f"{name}: must be one of {choices} (got {value!r})") from None
 
 
 @dataclass(frozen=True)

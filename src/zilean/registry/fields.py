@@ -24,7 +24,36 @@ from zilean.registry.kinds import (
 Milliseconds = Annotated[int, Field(ge=0, le=86_400_000)]
 
 
-class JobWrite(StrictInput):
+# What the API returns beside the settable fields: dropped from a write, not refused.
+READ_ONLY_FIELDS = frozenset(
+    {
+        "id",
+        "created_at",
+        "updated_at",
+        "run_at_fired_at",
+        "webhook_token_hint",
+        "webhook_token_rotated_at",
+        "webhook_token",
+        "webhook_url",
+        "has_auth_secret",
+        "capabilities_invalid",
+        "running_since_by_pool",
+        "invocations_total",
+        "invocations_completed",
+        "invocations_failed",
+        "group_gated",
+        "next_run_at",
+    }
+)
+
+
+class JobInput(StrictInput):
+    """A write of job fields: the read-only fields of a job view are accepted and dropped."""
+
+    read_only = READ_ONLY_FIELDS
+
+
+class JobWrite(JobInput):
     """A job as clients send it. `PUT` takes the whole object; omitted fields take defaults."""
 
     name: str = Field(max_length=MAX_NAME_LENGTH, description="Required; blank is refused.")
@@ -57,7 +86,9 @@ class JobWrite(StrictInput):
         "Immutable after creation."
     )  # fmt: skip
 
-    http_method: str = Field("GET", max_length=16)
+    http_method: str = Field(
+        "GET", description="`GET`, `POST`, `PUT`, `PATCH`, `DELETE`, `HEAD` or `OPTIONS`."
+    )
     url: str = Field("", description="Required for HTTP jobs. Supports `{{variable}}`.")
     query_params: dict[str, str] = Field(
         default_factory=dict,

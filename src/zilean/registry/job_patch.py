@@ -13,8 +13,8 @@ from typing import Any
 from pydantic import ValidationError, create_model
 
 from zilean.errors import InvalidInput
-from zilean.input_models import StrictInput, validation_message
-from zilean.registry.fields import JobWrite
+from zilean.input_models import validation_message
+from zilean.registry.fields import JobInput, JobWrite
 
 
 def _patch_annotation(annotation: Any) -> Any:
@@ -25,10 +25,10 @@ def _patch_annotation(annotation: Any) -> Any:
     return annotation | None
 
 
-# Every `JobWrite` field, optional and nullable; unknown fields are refused.
+# Every `JobWrite` field, optional and nullable; other unknown fields are refused.
 JobPatch = create_model(  # type: ignore[call-overload]
     "JobPatch",
-    __base__=StrictInput,
+    __base__=JobInput,
     __doc__="A JSON merge patch of a job: only the fields to change; `null` restores a default.",
     **{
         name: (_patch_annotation(info.annotation), None)

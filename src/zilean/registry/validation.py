@@ -38,7 +38,8 @@ from zilean.registry.volumes import validate_capabilities
 from zilean.schedules import ScheduleType, parse_schedule
 
 SCRIPT_PERMISSION_MESSAGE = "script jobs require the jobs:script permission"
-_METHOD = re.compile(r"^[A-Z]{1,16}$")
+# The methods the job editor offers; anything else is a typo, not a request to send.
+HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 _VARIABLE_NAME = re.compile(r"^[A-Za-z0-9_]+$")
 
 
@@ -56,13 +57,13 @@ def _choice(field: str, value: str, kind: type[Any]) -> Any:
         return kind(value)
     except ValueError:
         choices = ", ".join(member.value for member in kind)
-        raise InvalidInput(f"{field} must be one of {choices} (got {value!r})") from None
+        raise InvalidInput(f"{field}: must be one of {choices} (got {value!r})") from None
 
 
 def _absolute_http_url(field: str, value: str) -> None:
     parts = urlsplit(value)
     if parts.scheme not in {"http", "https"} or not parts.netloc:
-        raise InvalidInput(f"{field} must be an absolute http or https URL")
+        raise InvalidInput(f"{field}: must be an absolute http or https URL")
 
 
 def _check_url(url: str, job_id: uuid.UUID | None) -> str:
@@ -74,7 +75,7 @@ def _check_url(url: str, job_id: uuid.UUID | None) -> str:
     if "{{" not in "/".join(head):
         _absolute_http_url("url", url)
     if job_id is not None and _targets_own_webhook(url, job_id):
-        raise InvalidInput("url must not call this job's own webhook (it would trigger itself)")
+        raise InvalidInput("url: must not call this job's own webhook (it would trigger itself)")
     return url
 
 
@@ -97,7 +98,7 @@ def _zone(timezone: str, default: str) -> zoneinfo.ZoneInfo:
         return zoneinfo.ZoneInfo(name)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError):
         raise InvalidInput(
-            f"timezone must be an IANA time zone such as Europe/Paris (got {timezone!r})"
+            f"timezone: must be an IANA time zone such as Europe/Paris (got {timezone!r})"
         ) from None
 
 
@@ -107,7 +108,7 @@ def _require_empty(job: JobWrite, fields: tuple[str, ...], kind: str) -> None:
         value = getattr(job, field)
         default = defaults[field].get_default(call_default_factory=True)
         if value not in (default, None, "", {}, []):
-            raise InvalidInput(f"{field} must be empty on {kind}")
+            raise InvalidInput(f"{field}: must be empty on {kind}")
 
 
 async def normalise_job(
@@ -131,7 +132,7 @@ async def normalise_job(
 
     job_type: JobType = _choice("job_type", job.job_type, JobType)
     if stored is not None and stored["job_type"] != job_type:
-        raise Conflict("job_type cannot be changed after the job is created")
+        raise Conflict("job_type: cannot be changed after the job is created")
     if job_type.is_script and not principal.can(Permission.JOBS_SCRIPT):
         raise PermissionDenied(SCRIPT_PERMISSION_MESSAGE)
     values["job_type"] = str(job_type)
@@ -145,10 +146,10 @@ async def normalise_job(
 
     if job_type is JobType.GROOVY and job.exec_timeout_ms < MIN_GROOVY_EXEC_TIMEOUT_MS:
         raise InvalidInput(
-            f"exec_timeout_ms must be at least {MIN_GROOVY_EXEC_TIMEOUT_MS} for Groovy jobs"
+            f"exec_timeout_ms: must be at least {MIN_GROOVY_EXEC_TIMEOUT_MS} for Groovy jobs"
         )
     if values["schedule_type"] == ScheduleType.ONE_OFF and job.pool_count != 1:
-        raise InvalidInput("pool_count must be 1 for a one_off job")
+        raise InvalidInput("pool_count: must be 1 for a one_off job")
     values["exec_timeout_ms"] = job.exec_timeout_ms
     values["pool_count"] = job.pool_count
     values["overlap_policy"] = str(_choice("overlap_policy", job.overlap_policy, OverlapPolicy))
@@ -202,9 +203,9 @@ def _schedule_values(
         if fired_at is not None:
             assert stored is not None
             if stored["run_at"] is None or run_at.timestamp() != stored["run_at"].timestamp():
-                raise InvalidInput("run_at cannot change after the one-off has fired")
+                raise InvalidInput("run_at: cannot change after the one-off has fired")
         elif run_at <= now:
-            raise InvalidInput("run_at must be in the future")
+            raise InvalidInput("run_at: must be in the future")
     after_run = (
         OneOffAfterRun.DELETE
         if job.one_off_after_run.strip().lower() == OneOffAfterRun.DELETE
@@ -233,8 +234,8 @@ async def _http_values(
     if job.capabilities:
         await validate_capabilities(conn, job.capabilities, job_type=JobType.HTTP)
     method = job.http_method.strip().upper() or "GET"
-    if not _METHOD.match(method):
-        raise InvalidInput("http_method must be an HTTP method such as GET or POST")
+    if method not in HTTP_METHODS:
+        raise InvalidInput(f"http_method: must be one of {', '.join(HTTP_METHODS)}")
     url = _check_url(job.url, job_id if stored is not None else None)
     auth_type = parse_auth_type(job.auth_type)
     previous = (
@@ -271,9 +272,9 @@ async def _script_values(
 ) -> dict[str, Any]:
     _require_empty(job, ("url", "query_params", "body", "headers", "auth_config"), "a script job")
     if job.auth_type not in ("", "none"):
-        raise InvalidInput("auth_type must be none on a script job")
+        raise InvalidInput("auth_type: must be none on a script job")
     if job.http_method.strip().upper() not in ("", "GET"):
-        raise InvalidInput("http_method must be empty on a script job")
+        raise InvalidInput("http_method: must be empty on a script job")
     if not job.script_body.strip():
         raise InvalidInput("script_body is required for script jobs")
     secret_vars = list(dict.fromkeys(name.strip() for name in job.script_secret_vars))
@@ -320,7 +321,7 @@ def _notify_values(
         return {"notify_on": "none", "notify_all_targets": False, "notify_targets": []}
     notify_on: NotifyOn = _choice("notify_on", job.notify_on, NotifyOn)
     if any(target < 1 for target in job.notify_targets):
-        raise InvalidInput("notify_targets must hold target ids (positive integers)")
+        raise InvalidInput("notify_targets: must hold target ids (positive integers)")
     return {
         "notify_on": str(notify_on),
         "notify_all_targets": job.notify_all_targets,

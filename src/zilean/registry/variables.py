@@ -114,9 +114,9 @@ def _check_name(name: str) -> None:
     if not name:
         raise InvalidInput("name is required")
     if len(name) > MAX_NAME:
-        raise InvalidInput(f"name must be at most {MAX_NAME} characters")
+        raise InvalidInput(f"name: must be at most {MAX_NAME} characters")
     if not NAME_PATTERN.fullmatch(name):
-        raise InvalidInput("name may contain only letters, digits and underscores")
+        raise InvalidInput("name: may contain only letters, digits and underscores")
 
 
 def _script_copy(

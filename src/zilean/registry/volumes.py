@@ -198,7 +198,7 @@ async def _lock(conn: AsyncConnection, name: str) -> Volume:
 def _check_max_mode(max_mode: str) -> VolumeMode:
     mode = _mode(max_mode)
     if mode is None:
-        raise InvalidInput(f"max_mode {MODE_ERROR}")
+        raise InvalidInput(f"max_mode: {MODE_ERROR}")
     return mode
 
 
@@ -207,7 +207,7 @@ async def create_volume(
 ) -> dict[str, Any]:
     """Add a volume to the catalog; no directory is created."""
     if not _NAME.fullmatch(name):
-        raise InvalidInput(f"name must match {NAME_PATTERN}")
+        raise InvalidInput(f"name: must match {NAME_PATTERN}")
     mode = _check_max_mode(max_mode)
     try:
         async with conn.begin_nested():
@@ -294,31 +294,31 @@ Declaration = list[tuple[str, VolumeMode]]  # (volume name, mode), in the order 
 def _listed(raw: object) -> list[Any]:
     """Check the top level of a declaration and return its `volumes` list."""
     if not isinstance(raw, dict):
-        raise InvalidInput("capabilities must be an object")
+        raise InvalidInput("capabilities: must be an object")
     for key in raw:
         if key == "egress":
-            raise InvalidInput("capabilities.egress is not supported yet")
+            raise InvalidInput("capabilities.egress: is not supported yet")
         if key != "volumes":
-            raise InvalidInput(f"capabilities.{key} is not a known capability")
+            raise InvalidInput(f"capabilities.{key}: is not a known capability")
     listed = raw.get("volumes", [])
     if not isinstance(listed, list):
-        raise InvalidInput("capabilities.volumes must be a list")
+        raise InvalidInput("capabilities.volumes: must be a list")
     return listed
 
 
 def _entry(index: int, entry: object) -> tuple[str, VolumeMode]:
     where = f"capabilities.volumes[{index}]"
     if not isinstance(entry, dict):
-        raise InvalidInput(f"{where} must be an object with name and mode")
+        raise InvalidInput(f"{where}: must be an object with name and mode")
     unknown = sorted(str(key) for key in entry if key not in ("name", "mode"))
     if unknown:
-        raise InvalidInput(f"{where}.{unknown[0]} is not a known field")
+        raise InvalidInput(f"{where}.{unknown[0]}: is not a known field")
     name = entry.get("name")
     if not isinstance(name, str) or not name:
         raise InvalidInput(f"{where}.name is required")
     mode = _mode(entry.get("mode"))
     if mode is None:
-        raise InvalidInput(f"{where}.mode {MODE_ERROR}")
+        raise InvalidInput(f"{where}.mode: {MODE_ERROR}")
     return name, mode
 
 
@@ -366,7 +366,7 @@ async def validate_capabilities(
     if not listed:
         return {}
     if job_type == HTTP_JOB_TYPE:
-        raise InvalidInput("capabilities must be empty on an HTTP job")
+        raise InvalidInput("capabilities: must be empty on an HTTP job")
     declared = _entries(listed)
     rows = await conn.execute(
         select(script_volumes.c.name, script_volumes.c.max_mode)

@@ -32,7 +32,7 @@ def _uuid(name: str, value: str | None) -> uuid.UUID | None:
     try:
         return uuid.UUID(value)
     except ValueError:
-        raise InvalidInput(f"{name} must be a UUID") from None
+        raise InvalidInput(f"{name}: must be a UUID") from None
 
 
 @router.get("/api/audit-log", operation_id="list_audit_log")

@@ -21,7 +21,13 @@ Reader = Annotated[Principal, Depends(require(Permission.GLOBALVARS_READ))]
 Writer = Annotated[Principal, Depends(require(Permission.GLOBALVARS_WRITE))]
 
 
+# What a variable's view carries beside its writable fields.
+_VIEW_ONLY = frozenset({"id", "has_value", "created_at", "updated_at"})
+
+
 class GlobalVariableCreate(StrictInput):
+    read_only = _VIEW_ONLY
+
     name: StrictStr
     value: StrictStr = ""
     is_secret: StrictBool = False
@@ -30,6 +36,8 @@ class GlobalVariableCreate(StrictInput):
 
 class GlobalVariableUpdate(StrictInput):
     """The full variable: every field is required, so an omitted one never resets anything."""
+
+    read_only = _VIEW_ONLY
 
     name: StrictStr
     value: StrictStr

@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any
+from datetime import datetime
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request, Response
+from pydantic import Field
 
 from zilean.api.access import actor_of, require
+from zilean.api.job_views import JobView, job_view
+from zilean.api.responses import ResponseModel
 from zilean.auth.permissions import Permission
 from zilean.auth.principal import Principal
 from zilean.config import CoreSettings
 from zilean.crypto.secretbox import SecretBox
 from zilean.registry import jobs as service
 from zilean.registry.fields import JobWrite
-from zilean.registry.kinds import NOTIFY_FIELDS
+from zilean.registry.job_patch import JobPatch
 from zilean.registry.validation import RegistryContext
 
 router = APIRouter(prefix="/api/jobs", tags=["jobs"])
@@ -35,65 +39,107 @@ def registry_context(request: Request) -> RegistryContext:
 Context = Annotated[RegistryContext, Depends(registry_context)]
 
 
-def visible(job: dict[str, Any], principal: Principal) -> dict[str, Any]:
-    """Hide a job's notify config from callers without notify:read."""
-    if principal.can(Permission.NOTIFY_READ):
-        return job
-    return {key: value for key, value in job.items() if key not in NOTIFY_FIELDS}
+class UpdatedCount(ResponseModel):
+    updated: int = Field(description="How many jobs changed.")
 
 
-@router.get("", operation_id="list_jobs")
-async def list_jobs(request: Request, context: Context, principal: Reader) -> list[dict[str, Any]]:
+class WebhookInfo(ResponseModel):
+    job_id: uuid.UUID
+    webhook_token_hint: str | None
+    webhook_token_rotated_at: datetime | None
+
+
+class WebhookRotated(ResponseModel):
+    id: uuid.UUID
+    job_id: uuid.UUID
+    webhook_token_hint: str | None
+    webhook_token_rotated_at: datetime | None
+    webhook_token: str = Field(description="Shown this once: only its digest is stored.")
+    webhook_url: str
+
+
+@router.get("", operation_id="list_jobs", response_model_exclude_unset=True)
+async def list_jobs(request: Request, context: Context, principal: Reader) -> list[JobView]:
     """List every job, ordered by group and name."""
     async with request.app.state.engine.connect() as conn:
-        return [visible(job, principal) for job in await service.list_jobs(conn, context)]
+        return [job_view(job, principal) for job in await service.list_jobs(conn, context)]
 
 
-@router.post("", status_code=201, operation_id="create_job")
+@router.post("", status_code=201, operation_id="create_job", response_model_exclude_unset=True)
 async def create_job(
     body: JobWrite, request: Request, context: Context, principal: Writer
-) -> dict[str, Any]:
+) -> JobView:
     """Create a job. Script jobs also need jobs:script. A webhook job's token is returned
     here once, as `webhook_token` and `webhook_url`."""
     async with request.app.state.engine.begin() as conn:
         job = await service.create_job(conn, principal, actor_of(request, principal), context, body)
-    return visible(job, principal)
+    return job_view(job, principal)
 
 
 @router.post("/enable-all", operation_id="enable_all_jobs")
-async def enable_all(request: Request, principal: Writer) -> dict[str, int]:
+async def enable_all(request: Request, principal: Writer) -> UpdatedCount:
     """Enable every job; returns how many changed."""
     async with request.app.state.engine.begin() as conn:
         count = await service.set_all_enabled(conn, actor_of(request, principal), True)
-    return {"updated": count}
+    return UpdatedCount(updated=count)
 
 
 @router.post("/disable-all", operation_id="disable_all_jobs")
-async def disable_all(request: Request, principal: Writer) -> dict[str, int]:
+async def disable_all(request: Request, principal: Writer) -> UpdatedCount:
     """Disable every job; returns how many changed."""
     async with request.app.state.engine.begin() as conn:
         count = await service.set_all_enabled(conn, actor_of(request, principal), False)
-    return {"updated": count}
+    return UpdatedCount(updated=count)
 
 
-@router.get("/{job_id}", operation_id="get_job")
+@router.get("/{job_id}", operation_id="get_job", response_model_exclude_unset=True)
 async def get_job(
     job_id: uuid.UUID, request: Request, context: Context, principal: Reader
-) -> dict[str, Any]:
+) -> JobView:
     async with request.app.state.engine.connect() as conn:
-        return visible(await service.get_job(conn, context, job_id), principal)
+        return job_view(await service.get_job(conn, context, job_id), principal)
 
 
-@router.put("/{job_id}", operation_id="replace_job")
+@router.put("/{job_id}", operation_id="replace_job", response_model_exclude_unset=True)
 async def replace_job(
     job_id: uuid.UUID, body: JobWrite, request: Request, context: Context, principal: Writer
-) -> dict[str, Any]:
+) -> JobView:
     """Replace the whole job (no partial updates). `job_type` cannot change (409)."""
     async with request.app.state.engine.begin() as conn:
         job = await service.update_job(
             conn, principal, actor_of(request, principal), context, job_id, body
         )
-    return visible(job, principal)
+    return job_view(job, principal)
+
+
+@router.patch(
+    "/{job_id}",
+    operation_id="patch_job",
+    openapi_extra={
+        "requestBody": {
+            "content": {
+                "application/merge-patch+json": {
+                    "schema": {"$ref": "#/components/schemas/JobPatch"}
+                }
+            }
+        }
+    },
+    response_model_exclude_unset=True,
+)
+async def patch_job(
+    job_id: uuid.UUID, body: JobPatch, request: Request, context: Context, principal: Writer
+) -> JobView:
+    """Change only the fields given (a JSON merge patch, RFC 7386), validated as `PUT` is.
+
+    A field left out keeps its value; a field set to `null` goes back to its default.
+    `application/json` is accepted as well as `application/merge-patch+json`.
+    """
+    patch = body.model_dump(exclude_unset=True)
+    async with request.app.state.engine.begin() as conn:
+        job = await service.patch_job(
+            conn, principal, actor_of(request, principal), context, job_id, patch
+        )
+    return job_view(job, principal)
 
 
 @router.delete("/{job_id}", status_code=204, operation_id="delete_job")
@@ -105,34 +151,36 @@ async def delete_job(
     return Response(status_code=204)
 
 
-@router.post("/{job_id}/enable", operation_id="enable_job")
+@router.post("/{job_id}/enable", operation_id="enable_job", response_model_exclude_unset=True)
 async def enable_job(
     job_id: uuid.UUID, request: Request, context: Context, principal: Writer
-) -> dict[str, Any]:
+) -> JobView:
     async with request.app.state.engine.begin() as conn:
         job = await service.set_enabled(conn, actor_of(request, principal), context, job_id, True)
-    return visible(job, principal)
+    return job_view(job, principal)
 
 
-@router.post("/{job_id}/disable", operation_id="disable_job")
+@router.post("/{job_id}/disable", operation_id="disable_job", response_model_exclude_unset=True)
 async def disable_job(
     job_id: uuid.UUID, request: Request, context: Context, principal: Writer
-) -> dict[str, Any]:
+) -> JobView:
     async with request.app.state.engine.begin() as conn:
-        return await service.set_enabled(conn, actor_of(request, principal), context, job_id, False)
+        job = await service.set_enabled(conn, actor_of(request, principal), context, job_id, False)
+    return job_view(job, principal)
 
 
 @router.get("/{job_id}/webhook", operation_id="get_job_webhook")
-async def get_webhook(job_id: uuid.UUID, request: Request, _: Reader) -> dict[str, Any]:
+async def get_webhook(job_id: uuid.UUID, request: Request, _: Reader) -> WebhookInfo:
     """The webhook token's hint and issue time; the token itself cannot be recovered."""
     async with request.app.state.engine.connect() as conn:
-        return await service.webhook_info(conn, job_id)
+        return WebhookInfo.model_validate(await service.webhook_info(conn, job_id))
 
 
 @router.post("/{job_id}/webhook/rotate", operation_id="rotate_job_webhook")
 async def rotate_webhook(
     job_id: uuid.UUID, request: Request, context: Context, principal: Writer
-) -> dict[str, Any]:
+) -> WebhookRotated:
     """Issue a new token (returned once); the old URL stops working immediately."""
     async with request.app.state.engine.begin() as conn:
-        return await service.rotate_webhook(conn, actor_of(request, principal), context, job_id)
+        rotated = await service.rotate_webhook(conn, actor_of(request, principal), context, job_id)
+    return WebhookRotated.model_validate(rotated)

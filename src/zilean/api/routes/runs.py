@@ -75,7 +75,7 @@ def _limit(raw: str | None) -> int:
         return DEFAULT_CALLS_LIMIT
     text = raw.strip()
     if not (text.isascii() and text.isdigit()) or int(text) < 1:
-        raise InvalidInput("limit must be a positive integer")
+        raise InvalidInput("limit: must be a positive integer")
     return min(int(text), MAX_CALLS_LIMIT)
 
 

@@ -29,6 +29,8 @@ class ScriptVolumeCreate(StrictInput):
 class ScriptVolumeUpdate(StrictInput):
     """The editable fields; a volume keeps its name (a `name` in the body is ignored)."""
 
+    read_only = frozenset({"name", "created_at", "updated_at", "usage"})
+
     max_mode: StrictStr
     description: StrictStr = ""
 
