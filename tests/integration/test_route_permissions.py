@@ -7,18 +7,16 @@ route without an entry in EXPECTED fails here. The behavioural checks call the r
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from fastapi import FastAPI
-from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute, iter_route_contexts
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.support.actors import Cast, add_user, client_for, sign_in_directly
 from tests.support.api import FORBIDDEN, PASSWORD_CHANGE_REQUIRED, READ_ONLY_KEYS, UNKNOWN_ID
-from zilean.api.access import Authorize
+from zilean.api.access import Authorize, authorizers
 
 # The spec's table: (method, path) -> the permission it needs, "signed-in" or "public".
 EXPECTED: dict[tuple[str, str], str] = {
@@ -168,13 +166,6 @@ CAROL_LACKS = [
 ]
 
 
-def _authorizers(dependant: Dependant) -> Iterator[Authorize]:
-    for dependency in dependant.dependencies:
-        if isinstance(dependency.call, Authorize):
-            yield dependency.call
-        yield from _authorizers(dependency)
-
-
 def api_routes(app: FastAPI) -> dict[tuple[str, str], list[Authorize]]:
     """Every registered `/api` endpoint, by (method, path), with its `Authorize` dependencies.
 
@@ -191,7 +182,7 @@ def api_routes(app: FastAPI) -> dict[tuple[str, str], list[Authorize]]:
             continue
         for method in context.methods or ():
             assert (method, path) not in found, f"{method} {path} is registered twice"
-            found[(method, path)] = list(_authorizers(context.dependant))
+            found[(method, path)] = list(authorizers(context.dependant))
     return found
 
 

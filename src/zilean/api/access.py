@@ -7,9 +7,11 @@ the declared access against the spec's tables, so a route without one fails the 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from fastapi import Request
+from fastapi.dependencies.models import Dependant
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from zilean.audit.log import Actor
@@ -91,6 +93,14 @@ class Authorize:
             raise Forbidden()
         request.state.principal = principal
         return principal
+
+
+def authorizers(dependant: Dependant) -> Iterator[Authorize]:
+    """Every `Authorize` in a route's dependency tree: what it declares about its callers."""
+    for dependency in dependant.dependencies:
+        if isinstance(dependency.call, Authorize):
+            yield dependency.call
+        yield from authorizers(dependency)
 
 
 def require(permission: Permission) -> Authorize:

@@ -13,6 +13,7 @@ from zilean import __version__
 from zilean.api import health
 from zilean.api.body_limit import BodyLimitMiddleware
 from zilean.api.errors import install_error_handlers
+from zilean.api.openapi import complete_openapi
 from zilean.api.routes import (
     account,
     activity,
@@ -146,4 +147,5 @@ def create_core_app(settings: CoreSettings, engine: AsyncEngine) -> FastAPI:
         prometheus,
     ):
         app.include_router(module.router)
+    app.openapi = lambda: complete_openapi(app)  # type: ignore[method-assign]
     return app
