@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request, Response
-from pydantic import BaseModel
+from pydantic import Field
 
 from zilean.api.access import actor_of, signed_in
+from zilean.api.responses import ResponseModel
+from zilean.auth.permissions import Permission
 from zilean.auth.principal import Principal
 from zilean.auth.sessions import SESSION_COOKIE
 from zilean.auth.users import change_own_password
@@ -18,12 +21,16 @@ router = APIRouter(prefix="/api/account", tags=["account"])
 Caller = Annotated[Principal, Depends(signed_in(allow_password_change=True))]
 
 
-class AccountPublic(BaseModel):
-    id: str
+class AccountView(ResponseModel):
+    id: uuid.UUID
     email: str
     is_super_admin: bool
-    must_change_password: bool
-    permissions: list[str]
+    must_change_password: bool = Field(
+        description="While true, signed-in routes outside /api/account answer 403."
+    )
+    permissions: list[Permission] = Field(
+        description="Sorted; every permission there is for a Super Admin."
+    )
 
 
 class PasswordChange(StrictInput):
@@ -32,10 +39,10 @@ class PasswordChange(StrictInput):
 
 
 @router.get("/me", operation_id="get_account")
-async def me(principal: Caller) -> AccountPublic:
+async def me(principal: Caller) -> AccountView:
     """Return who you are and every permission you hold (all of them for a Super Admin)."""
-    return AccountPublic(
-        id=str(principal.user_id),
+    return AccountView(
+        id=principal.user_id,
         email=principal.email,
         is_super_admin=principal.is_super_admin,
         must_change_password=principal.must_change_password,

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any
+from datetime import datetime
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
+from pydantic import Field
 
 from zilean.api.access import require
+from zilean.api.responses import ResponseModel
 from zilean.auth.permissions import Permission
 from zilean.auth.principal import Principal
 from zilean.monitoring.activity import heartbeats, job_activity
@@ -29,7 +32,48 @@ Buckets = Annotated[
 ]
 
 
-@router.get("/heartbeats", operation_id="list_job_heartbeats", response_class=JSONResponse)
+class WindowGeometry(ResponseModel):
+    """Where a series' display slots fall; draw the slots a series leaves out as empty."""
+
+    window_start: datetime = Field(description="The first slot's start, epoch-aligned.")
+    bucket_width_seconds: int = Field(description="Each slot's width.")
+    slot_count: int = Field(description="How many slots the window holds, the last one now.")
+
+
+class CallBucket(ResponseModel):
+    """One display slot's attempts; only slots with calls are listed."""
+
+    bucket_start: datetime
+    total: int
+    completed: int
+    failed: int
+    duration_ms_avg: int = Field(description="Filled by a job's activity route only, else 0.")
+    duration_ms_max: int = Field(description="Filled by a job's activity route only, else 0.")
+
+
+class JobHeartbeat(ResponseModel):
+    job_id: uuid.UUID
+    buckets: list[CallBucket]
+
+
+class Heartbeats(WindowGeometry):
+    jobs: list[JobHeartbeat] = Field(description="Every job, in the jobs list's order.")
+
+
+class JobActivity(WindowGeometry):
+    job_id: uuid.UUID
+    buckets: list[CallBucket]
+    invocations_total: int = Field(description="Over the job's whole life, not the window.")
+    invocations_completed: int = Field(description="Over the job's whole life.")
+    invocations_failed: int = Field(description="Over the job's whole life.")
+
+
+@router.get(
+    "/heartbeats",
+    operation_id="list_job_heartbeats",
+    response_class=JSONResponse,
+    response_model=Heartbeats,
+)
 async def list_heartbeats(
     request: Request, _: Reader, since: Since = None, buckets: Buckets = None
 ) -> Response:
@@ -47,8 +91,9 @@ async def list_heartbeats(
 @router.get("/{job_id}/activity", operation_id="get_job_activity")
 async def get_activity(
     job_id: uuid.UUID, request: Request, _: Reader, since: Since = None, buckets: Buckets = None
-) -> dict[str, Any]:
+) -> JobActivity:
     """One job's calls and latency per display slot, plus its lifetime counters."""
     window = Window.from_query(since, buckets)
     async with request.app.state.engine.connect() as conn:
-        return await job_activity(conn, job_id, window)
+        activity = await job_activity(conn, job_id, window)
+    return JobActivity.model_validate(activity)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
-from pydantic import StrictInt
+from pydantic import Field, StrictInt
 
 from zilean.api.access import require
+from zilean.api.responses import ResponseModel
 from zilean.audit.queries import AuditFilter, list_entries, parse_time
 from zilean.audit.retention import get_retention_days, set_retention_days
 from zilean.auth.permissions import Permission
@@ -24,6 +26,36 @@ Writer = Annotated[Principal, Depends(require(Permission.AUDIT_WRITE))]
 
 class AuditSettings(StrictInput):
     audit_retention_days: StrictInt
+
+
+class AuditSettingsView(ResponseModel):
+    audit_retention_days: int = Field(description="Entries older than this many days are swept.")
+
+
+class AuditEntry(ResponseModel):
+    id: int
+    occurred_at: datetime
+    actor_user_id: uuid.UUID | None = Field(
+        description="The user who acted, kept after they are deleted; null when none did."
+    )
+    actor_email: str | None
+    action: str = Field(description="What happened, such as `user.create` or `job.update`.")
+    resource_type: str
+    resource_id: str | None
+    before: dict[str, Any] | None = Field(
+        description="The resource before the change, secrets masked as `***`."
+    )
+    after: dict[str, Any] | None = Field(
+        description="The resource after the change, secrets masked as `***`."
+    )
+    ip: str | None = Field(description="The client address the request came from.")
+
+
+class AuditPage(ResponseModel):
+    entries: list[AuditEntry] = Field(description="Newest first, at most 50.")
+    next_cursor: str | None = Field(
+        description="Pass back as `cursor` for the next page; null on the last one."
+    )
 
 
 def _uuid(name: str, value: str | None) -> uuid.UUID | None:
@@ -45,7 +77,7 @@ async def audit_log(
     since: str | None = None,
     until: str | None = None,
     cursor: str | None = None,
-) -> dict[str, Any]:
+) -> AuditPage:
     """Read entries newest first, 50 a page; pass `next_cursor` back as `cursor` for more."""
     where = AuditFilter(
         actor_user_id=_uuid("actor_user_id", actor_user_id),
@@ -56,19 +88,20 @@ async def audit_log(
         cursor=cursor or None,
     )
     async with request.app.state.engine.connect() as conn:
-        return await list_entries(conn, where)
+        page = await list_entries(conn, where)
+    return AuditPage.model_validate(page)
 
 
 @router.get("/api/settings/audit", operation_id="get_audit_settings")
-async def get_audit_settings(request: Request, _: Reader) -> AuditSettings:
+async def get_audit_settings(request: Request, _: Reader) -> AuditSettingsView:
     """Read how many days audit entries are kept."""
     async with request.app.state.engine.connect() as conn:
-        return AuditSettings(audit_retention_days=await get_retention_days(conn))
+        return AuditSettingsView(audit_retention_days=await get_retention_days(conn))
 
 
 @router.put("/api/settings/audit", operation_id="update_audit_settings")
-async def put_audit_settings(body: AuditSettings, request: Request, _: Writer) -> AuditSettings:
+async def put_audit_settings(body: AuditSettings, request: Request, _: Writer) -> AuditSettingsView:
     """Set the retention window (1 to 3650 days); the daily sweep applies it. Not audited."""
     async with request.app.state.engine.begin() as conn:
         days = await set_retention_days(conn, body.audit_retention_days)
-    return AuditSettings(audit_retention_days=days)
+    return AuditSettingsView(audit_retention_days=days)

@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
+from pydantic import Field
 
 from zilean.api.access import actor_of, require
+from zilean.api.responses import ResponseModel
 from zilean.auth.permissions import Permission
 from zilean.auth.principal import Principal
 from zilean.input_models import StrictInput
@@ -22,8 +24,8 @@ class GroupName(StrictInput):
     group_name: str
 
 
-class GroupState(StrictInput):
-    group_name: str
+class GroupState(ResponseModel):
+    group_name: str = Field(description="The name as stored, segments trimmed.")
     disabled: bool
 
 

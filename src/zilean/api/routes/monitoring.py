@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
+from pydantic import Field, create_model
 
 from zilean.api.access import require
-from zilean.api.routes.activity import Buckets, Since
+from zilean.api.responses import ResponseModel
+from zilean.api.routes.activity import Buckets, CallBucket, Since, WindowGeometry
 from zilean.auth.permissions import Permission
 from zilean.auth.principal import Principal
-from zilean.config import ScriptRuntime
+from zilean.config import ScriptRuntime, Service
 from zilean.db.engine import driver_connection
 from zilean.execution.queues import JOB_TYPE_QUEUES, RUNTIME_QUEUES
 from zilean.monitoring.activity import worker_invocations
@@ -44,15 +48,90 @@ SCRIPT_JOB_RUNTIMES: dict[str, ScriptRuntime] = {
 }
 
 
+class LiveSample(ResponseModel):
+    """One process sample, taken once a minute by every process under its service label."""
+
+    service: Service
+    sampled_at: datetime
+    hostname: str
+    pid: int
+    cpu_percent: float = Field(description="Since the previous sample; 100 is one full core.")
+    rss_bytes: int
+    python_allocated_blocks: int
+    threads: int
+    asyncio_tasks: int
+    open_fds: int
+
+
+class SampleSlot(ResponseModel):
+    """A display slot's samples, averaged (CPU and RSS also at their peak)."""
+
+    bucket_start: datetime
+    sample_count: int
+    cpu_percent: float
+    cpu_percent_max: float
+    rss_bytes: int
+    rss_bytes_max: int
+    python_allocated_blocks: int
+    threads: float
+    asyncio_tasks: float
+    open_fds: float
+
+
+class ServiceHistory(WindowGeometry):
+    service: Service
+    samples: list[SampleSlot] = Field(description="Only slots with samples are listed.")
+
+
+def keyed(name: str, keys: Iterable[str], value: Any) -> type[ResponseModel]:
+    """A model with one required field per key: a map whose keys are all known, and always
+    all present, so the schema can list them (labels such as `script-worker-bash` included)."""
+    fields: dict[str, Any] = dict.fromkeys(keys, (value, ...))
+    return create_model(name, __base__=ResponseModel, **fields)
+
+
+SamplesByService = keyed("SamplesByService", map(str, SERVICES), list[SampleSlot])
+
+
+class AllServicesHistory(WindowGeometry):
+    samples_by_service: SamplesByService  # type: ignore[valid-type]
+    invocations: list[CallBucket] = Field(description="Every job's attempts, summed per slot.")
+
+
+class Liveness(ResponseModel):
+    live: bool = Field(description="A sample was stored in the last 2 minutes.")
+    last_sample_at: datetime | None = Field(description="Null when it has never sampled.")
+
+
+class ServiceHealth(Liveness):
+    service: Service
+
+
+ScriptLiveness = keyed("ScriptLiveness", SCRIPT_JOB_RUNTIMES, Liveness)
+
+
+class ScriptWorkerStatus(ResponseModel):
+    queue: str
+    sandbox_enforced: bool = Field(
+        description="Scripts run confined by bubblewrap: enabled, installed and working."
+    )
+    volumes_root_mounted: bool = Field(
+        description="The volumes root is set, a directory other than /, and writable."
+    )
+    updated_at: datetime = Field(description="When the worker last reported (every minute).")
+    stale: bool = Field(description="No report for more than 3 minutes.")
+
+
 @router.get("/api/metrics/live", operation_id="get_live_metrics")
 async def live_metrics(
     request: Request, _: MetricsReader, service: ServiceParam = None
-) -> dict[str, Any] | None:
+) -> LiveSample | None:
     """The service's latest process sample, or `null` when it has never sampled."""
     label = parse_service(service)
     assert label is not None
     async with request.app.state.engine.connect() as conn:
-        return await latest_sample(conn, label)
+        sample = await latest_sample(conn, label)
+    return None if sample is None else LiveSample.model_validate(sample)
 
 
 @router.get("/api/metrics/history", operation_id="get_metrics_history")
@@ -64,7 +143,7 @@ async def metrics_history(
     service: Annotated[
         str | None, Query(description="A service label, or `all` for every service.")
     ] = None,
-) -> dict[str, Any]:
+) -> ServiceHistory | AllServicesHistory:
     """Process samples averaged per display slot (CPU and RSS also at their peak).
 
     `service=all` answers `samples_by_service` keyed by label, plus the worker-wide
@@ -76,23 +155,30 @@ async def metrics_history(
     async with request.app.state.engine.connect() as conn:
         window_start, series = await sample_history(conn, window, services)
         if label is not None:
-            return {**window.geometry(window_start), "service": label, "samples": series[label]}
+            return ServiceHistory.model_validate(
+                {**window.geometry(window_start), "service": label, "samples": series[label]}
+            )
         invocations = await worker_invocations(conn, window)
-    return {
-        **window.geometry(window_start),
-        "samples_by_service": {str(s): samples for s, samples in series.items()},
-        "invocations": invocations,
-    }
+    return AllServicesHistory.model_validate(
+        {
+            **window.geometry(window_start),
+            "samples_by_service": {str(s): samples for s, samples in series.items()},
+            "invocations": invocations,
+        }
+    )
 
 
 @router.get("/api/system/health", operation_id="get_system_health")
-async def health(request: Request, _: MetricsReader) -> list[dict[str, Any]]:
+async def health(request: Request, _: MetricsReader) -> list[ServiceHealth]:
     """Every service: live when it stored a sample in the last 2 minutes."""
     async with request.app.state.engine.connect() as conn:
-        return await system_health(conn)
+        services = await system_health(conn)
+    return [ServiceHealth.model_validate(entry) for entry in services]
 
 
-@router.get("/api/scripts/liveness", operation_id="get_script_liveness")
+@router.get(
+    "/api/scripts/liveness", operation_id="get_script_liveness", response_model=ScriptLiveness
+)
 async def script_liveness(request: Request, _: ScriptAuthor) -> dict[str, Any]:
     """Per script job type, whether the worker that runs it sampled in the last 2 minutes."""
     services = tuple(runtime.service for runtime in ScriptRuntime)
@@ -102,7 +188,8 @@ async def script_liveness(request: Request, _: ScriptAuthor) -> dict[str, Any]:
 
 
 @router.get("/api/script-workers/status", operation_id="get_script_worker_status")
-async def script_worker_status(request: Request, _: VolumesReader) -> list[dict[str, Any]]:
+async def script_worker_status(request: Request, _: VolumesReader) -> list[ScriptWorkerStatus]:
     """Per script queue that has reported: its sandbox and volumes-root checks, and staleness."""
     async with request.app.state.engine.connect() as conn:
-        return await worker_statuses(await driver_connection(conn))
+        statuses = await worker_statuses(await driver_connection(conn))
+    return [ScriptWorkerStatus.model_validate(status) for status in statuses]

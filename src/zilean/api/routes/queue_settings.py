@@ -9,9 +9,10 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
-from pydantic import StrictInt
+from pydantic import Field, StrictInt
 
 from zilean.api.access import actor_of, require
+from zilean.api.responses import ResponseModel
 from zilean.audit.log import record
 from zilean.auth.permissions import Permission
 from zilean.auth.principal import Principal
@@ -30,18 +31,24 @@ class QueueJobSettings(StrictInput):
     queue_job_retention_days: StrictInt
 
 
+class QueueJobSettingsView(ResponseModel):
+    queue_job_retention_days: int = Field(
+        description="Finished queue jobs older than this many days are swept."
+    )
+
+
 @router.get("/api/settings/queue-jobs", operation_id="get_queue_job_settings")
-async def get_queue_job_settings(request: Request, _: Manager) -> QueueJobSettings:
+async def get_queue_job_settings(request: Request, _: Manager) -> QueueJobSettingsView:
     """Read how many days finished queue jobs are kept before the daily sweep deletes them."""
     async with request.app.state.engine.begin() as conn:
         days = await get_queue_job_retention_days(conn)
-    return QueueJobSettings(queue_job_retention_days=days)
+    return QueueJobSettingsView(queue_job_retention_days=days)
 
 
 @router.put("/api/settings/queue-jobs", operation_id="update_queue_job_settings")
 async def put_queue_job_settings(
     body: QueueJobSettings, request: Request, principal: Manager
-) -> QueueJobSettings:
+) -> QueueJobSettingsView:
     """Set the retention for finished queue jobs (1 to 3650 days, default 7).
 
     Jobs still queued or running are never deleted. The change is audited as
@@ -59,4 +66,4 @@ async def put_queue_job_settings(
                 before={"queue_job_retention_days": before},
                 after={"queue_job_retention_days": after},
             )
-    return QueueJobSettings(queue_job_retention_days=after)
+    return QueueJobSettingsView(queue_job_retention_days=after)

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request, Response
 from pydantic import Field
 
 from zilean.api.access import actor_of, require
+from zilean.api.responses import ResponseModel
 from zilean.auth import roles as service
-from zilean.auth.permissions import Permission
+from zilean.auth.permissions import Permission, SystemRole
 from zilean.auth.principal import Principal
 from zilean.input_models import StrictInput
 
@@ -32,21 +33,39 @@ class RoleUpdate(StrictInput):
     permissions: list[str] | None = None
 
 
+class RoleRef(ResponseModel):
+    """A role named inside another resource (a user's or an invite's roles)."""
+
+    id: uuid.UUID
+    name: str
+
+
+class RoleView(ResponseModel):
+    id: uuid.UUID
+    name: str
+    description: str
+    is_system: bool = Field(description="A seeded role: it cannot be renamed or deleted.")
+    system_key: SystemRole | None = Field(description="Which seeded role; null for a custom one.")
+    permissions: list[Permission] = Field(
+        description="Sorted. Empty for Super Admin, whose access comes from the user's flag."
+    )
+
+
 @router.get("", operation_id="list_roles")
-async def list_roles(request: Request, _: Reader) -> list[dict[str, Any]]:
+async def list_roles(request: Request, _: Reader) -> list[RoleView]:
     """List every role with its permissions."""
     async with request.app.state.engine.connect() as conn:
-        return [role.public() for role in await service.load_roles(conn)]
+        return [RoleView.model_validate(role.public()) for role in await service.load_roles(conn)]
 
 
 @router.get("/permissions", operation_id="list_permissions")
-async def list_permissions(_: Reader) -> list[str]:
+async def list_permissions(_: Reader) -> list[Permission]:
     """List every permission key this version of Zilean knows."""
-    return [str(permission) for permission in Permission]
+    return list(Permission)
 
 
 @router.post("", status_code=201, operation_id="create_role")
-async def create_role(body: RoleCreate, request: Request, principal: Writer) -> dict[str, Any]:
+async def create_role(body: RoleCreate, request: Request, principal: Writer) -> RoleView:
     """Create a custom role; you can only add permissions you hold."""
     async with request.app.state.engine.begin() as conn:
         role = await service.create_role(
@@ -57,13 +76,13 @@ async def create_role(body: RoleCreate, request: Request, principal: Writer) -> 
             description=body.description,
             permissions=body.permissions,
         )
-    return role.public()
+    return RoleView.model_validate(role.public())
 
 
 @router.patch("/{role_id}", operation_id="update_role")
 async def update_role(
     role_id: uuid.UUID, body: RoleUpdate, request: Request, principal: Writer
-) -> dict[str, Any]:
+) -> RoleView:
     """Rename a custom role or replace a role's permissions (system roles keep their names)."""
     async with request.app.state.engine.begin() as conn:
         role = await service.update_role(
@@ -75,7 +94,7 @@ async def update_role(
             description=body.description,
             permissions=body.permissions,
         )
-    return role.public()
+    return RoleView.model_validate(role.public())
 
 
 @router.delete("/{role_id}", status_code=204, operation_id="delete_role")

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import uuid
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
-from pydantic import StrictStr
+from pydantic import Field, StrictStr
 
 from zilean.api.access import actor_of, require
+from zilean.api.responses import ResponseModel
 from zilean.auth.permissions import Permission
 from zilean.auth.principal import Principal
 from zilean.input_models import StrictInput
@@ -35,49 +38,74 @@ class ScriptVolumeUpdate(StrictInput):
     description: StrictStr = ""
 
 
+class ScriptVolumeView(ResponseModel):
+    name: str
+    max_mode: service.VolumeMode = Field(description="The most access a job may declare.")
+    description: str
+    usage: int = Field(description="How many jobs and workflows declare the volume.")
+    created_at: datetime
+    updated_at: datetime
+
+
+class VolumeUser(ResponseModel):
+    """A job or workflow that still declares a volume."""
+
+    id: uuid.UUID
+    name: str
+
+
+class VolumeInUseBody(ResponseModel):
+    error: str
+    jobs: list[VolumeUser]
+    workflows: list[VolumeUser]
+
+
 IN_USE: dict[int | str, dict[str, Any]] = {
     409: {
-        "description": "The volume is still declared: the body lists the jobs and workflows "
-        'as `{"error", "jobs": [{"id", "name"}], "workflows": [{"id", "name"}]}`.'
+        "model": VolumeInUseBody,
+        "description": "The volume is still declared: the body lists the jobs and workflows.",
     }
 }
 
 
 @router.get("", operation_id="list_script_volumes")
-async def list_script_volumes(request: Request, _: Reader) -> list[dict[str, Any]]:
+async def list_script_volumes(request: Request, _: Reader) -> list[ScriptVolumeView]:
     """List every volume by name; `usage` counts the jobs and workflows that declare it."""
     async with request.app.state.engine.connect() as conn:
-        return await service.list_volumes(conn)
+        volumes = await service.list_volumes(conn)
+    return [ScriptVolumeView.model_validate(volume) for volume in volumes]
 
 
 @router.post("", status_code=201, operation_id="create_script_volume")
 async def create_script_volume(
     body: ScriptVolumeCreate, request: Request, principal: Writer
-) -> dict[str, Any]:
+) -> ScriptVolumeView:
     """Add a volume to the catalog. No directory is made until a job first mounts it."""
     async with request.app.state.engine.begin() as conn:
-        return await service.create_volume(
+        volume = await service.create_volume(
             conn,
             actor_of(request, principal),
             name=body.name,
             max_mode=body.max_mode,
             description=body.description,
         )
+    return ScriptVolumeView.model_validate(volume)
 
 
 @router.put("/{name}", operation_id="update_script_volume")
 async def update_script_volume(
     name: str, body: ScriptVolumeUpdate, request: Request, principal: Writer
-) -> dict[str, Any]:
+) -> ScriptVolumeView:
     """Set a volume's `max_mode` and `description`; volumes cannot be renamed."""
     async with request.app.state.engine.begin() as conn:
-        return await service.update_volume(
+        volume = await service.update_volume(
             conn,
             actor_of(request, principal),
             name,
             max_mode=body.max_mode,
             description=body.description,
         )
+    return ScriptVolumeView.model_validate(volume)
 
 
 @router.delete("/{name}", status_code=204, operation_id="delete_script_volume", responses=IN_USE)
@@ -88,5 +116,7 @@ async def delete_script_volume(name: str, request: Request, principal: Writer) -
             await service.delete_volume(conn, actor_of(request, principal), name)
     except service.VolumeInUse as exc:
         # The shared error handler would drop the lists, so this body is built here.
-        return JSONResponse(exc.body(), status_code=409)
+        return JSONResponse(
+            VolumeInUseBody.model_validate(exc.body()).model_dump(mode="json"), status_code=409
+        )
     return Response(status_code=204)

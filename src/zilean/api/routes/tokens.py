@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any
+from datetime import datetime
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request, Response
+from pydantic import Field
 
 from zilean.api.access import actor_of, signed_in
+from zilean.api.responses import ResponseModel
 from zilean.auth import api_tokens as service
 from zilean.auth.principal import Principal
 from zilean.input_models import StrictInput, TextUUID
@@ -23,8 +26,29 @@ class TokenCreate(StrictInput):
     expires_in: str = "90d"
 
 
+class TokenView(ResponseModel):
+    id: uuid.UUID
+    name: str
+    user_id: uuid.UUID = Field(description="The owner, whose permissions also cap the token's.")
+    user_email: str
+    role_id: uuid.UUID = Field(description="The role whose permissions the token acts with.")
+    role_name: str
+    token_hint: str = Field(description="The secret's last characters, to tell tokens apart.")
+    created_at: datetime
+    expires_at: datetime | None = Field(description="Null for a token that never expires.")
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+
+
+class TokenCreated(ResponseModel):
+    token: TokenView
+    secret: str = Field(
+        description="The bearer value (`zat_...`), shown this once: only its digest is stored."
+    )
+
+
 @router.post("", status_code=201, operation_id="create_token")
-async def create_token(body: TokenCreate, request: Request, principal: Caller) -> dict[str, Any]:
+async def create_token(body: TokenCreate, request: Request, principal: Caller) -> TokenCreated:
     """Create a token bound to one role you could grant; the secret is returned once."""
     async with request.app.state.engine.begin() as conn:
         token, secret = await service.create_token(
@@ -35,16 +59,15 @@ async def create_token(body: TokenCreate, request: Request, principal: Caller) -
             role_id=body.role_id,
             expires_in=body.expires_in,
         )
-    return {"token": token, "secret": secret}
+    return TokenCreated(token=TokenView.model_validate(token), secret=secret)
 
 
 @router.get("", operation_id="list_tokens")
-async def list_tokens(
-    request: Request, principal: Caller, all: bool = False
-) -> list[dict[str, Any]]:
-    """List your tokens; `?all=true` lists everyone's (needs users:write)."""
+async def list_tokens(request: Request, principal: Caller, all: bool = False) -> list[TokenView]:
+    """List your tokens, newest first; `?all=true` lists everyone's (needs users:write)."""
     async with request.app.state.engine.connect() as conn:
-        return await service.list_tokens(conn, principal, everyone=all)
+        tokens = await service.list_tokens(conn, principal, everyone=all)
+    return [TokenView.model_validate(token) for token in tokens]
 
 
 @router.delete("/{token_id}", status_code=204, operation_id="revoke_token")
