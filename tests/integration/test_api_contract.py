@@ -129,7 +129,7 @@ async def test_other_request_bodies_are_as_strict_as_a_jobs(core_app: FastAPI, c
     async with client_for(core_app, cast.alice.session) as alice:
         role = await alice.post("/api/roles", json={"name": "Ops", "permission": ["jobs:read"]})
         user = await alice.post(
-            "/api/users", json={"email": "e@example.com", "role_ids": [cast.role_ids["admin"]]}
+            "/api/users", json={"email": "e@example.com", "role_ids": [str(cast.role_ids["admin"])]}
         )
         status = await alice.patch(f"/api/users/{user.json()['user']['id']}", json={"status": 0})
         group = await alice.post("/api/groups/disable", json={"group_name": ["a"]})
@@ -172,7 +172,7 @@ async def test_patch_changes_only_the_fields_given_and_audits_the_change(
     }
     assert patched["has_auth_secret"] is True  # the secret was not sent and is kept
     entry = (await audit_rows(engine))[-1]
-    assert (entry["action"], entry["target_id"]) == ("job.update", job["id"])
+    assert (entry["action"], entry["resource_id"]) == ("job.update", job["id"])
     assert "s3cret-token" not in str(entry)
 
 

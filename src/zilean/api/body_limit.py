@@ -10,17 +10,22 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
-
-class _TooLarge(Exception):
-    pass
 
 
 def too_large_message(limit: int) -> str:
     size = f"{limit // 2**20} MiB" if limit % 2**20 == 0 else f"{limit // 1024} KiB"
     return f"the request body is larger than the {size} limit"
+
+
+class _TooLarge(HTTPException):
+    """Raised from `receive`: FastAPI passes an HTTPException on (any other error while it
+    reads a body becomes a 400), and the app's handler words it as an error body."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(status_code=413, detail=too_large_message(limit))
 
 
 class BodyLimitMiddleware:
@@ -51,7 +56,7 @@ class BodyLimitMiddleware:
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > limit:
-                    raise _TooLarge
+                    raise _TooLarge(limit)
             return message
 
         async def watched_send(message: Message) -> None:
