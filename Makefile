@@ -1,10 +1,17 @@
-# The two commands the README promises: `make run` and `make test`.
+# The two commands the README promises: `make run` and `make test`. `make` alone lists
+# every target: each is documented by the `## target: description` line above it.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 ARGS ?=
 
-.PHONY: run test lint bench
+.DEFAULT_GOAL := help
+.PHONY: help run test lint bench
+
+## help: list these targets
+help:
+	@awk '/^## [^:]+: / { sub(/^## /, ""); i = index($$0, ":"); \
+		printf "  make %-6s %s\n", substr($$0, 1, i - 1), substr($$0, i + 2) }' $(MAKEFILE_LIST)
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)

@@ -26,7 +26,7 @@ from zilean.config import (
 )
 from zilean.crypto.keys import derive_script_key, encode_key, generate_master_key
 from zilean.errors import ZileanError
-from zilean.logs import configure_logging
+from zilean.logs import LEVELS, LOG_LEVEL_VARIABLE, configure_logging
 
 EXIT_CONFIG = 1
 
@@ -62,14 +62,50 @@ def _service(service: Service, runtime: ScriptRuntime | None = None) -> None:
 def up(args: argparse.Namespace) -> None:
     """Run all of Zilean on this machine (embedded Postgres unless DATABASE_URL is set).
 
-    The data directory defaults to $XDG_DATA_HOME/zilean (~/.local/share/zilean).
+    The data directory defaults to $XDG_DATA_HOME/zilean (~/.local/share/zilean). The
+    terminal shows warnings and the ready banner; full logs go to <data-dir>/zilean.log.
     """
-    from zilean.services.up import UpOptions, default_data_dir, run_up
+    from zilean.services.up import DEFAULT_LOG_LEVEL, UpOptions, default_data_dir, run_up
 
-    configure_logging("up")
     data_dir: Path = (args.data_dir or default_data_dir()).resolve()
-    options = UpOptions(data_dir=data_dir, host=args.host, port=args.port)
+    options = UpOptions(
+        data_dir=data_dir,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level or os.environ.get(LOG_LEVEL_VARIABLE) or DEFAULT_LOG_LEVEL,
+    )
     _run("up", lambda: run_up(options, os.environ))
+
+
+def reset_admin_password(args: argparse.Namespace) -> None:
+    """Give the Super Admin (or --email) a new password and end their sessions.
+
+    Works on the data directory of `zilean up` (also while it runs), or on DATABASE_URL.
+    Prints a temporary password to change at sign-in, unless --password-stdin gives one.
+    """
+    from zilean.services.reset_admin import reset_admin_password as reset
+    from zilean.services.up import default_data_dir
+
+    def body() -> None:
+        configure_logging("reset-admin-password", default="warning")
+        password = None
+        if args.password_stdin:
+            password = (
+                getpass.getpass("New password: ")
+                if sys.stdin.isatty()
+                else sys.stdin.readline().rstrip("\r\n")
+            )
+            if not password:
+                _fail("reset-admin-password", "the password read from stdin is empty")
+        data_dir = (args.data_dir or default_data_dir()).resolve()
+        done = reset(data_dir, os.environ, email=args.email, password=password)
+        if done.temporary:
+            print(f"New temporary password for {done.email}: {done.password}")
+            print("Sign in with it and choose your own. Every session of this account has ended.")
+        else:
+            print(f"Password changed for {done.email}. Every session of this account has ended.")
+
+    _run("reset-admin-password", body)
 
 
 def core(args: argparse.Namespace) -> None:
@@ -165,6 +201,12 @@ def derive_script_key_command(args: argparse.Namespace) -> None:
     print(encode_key(derive_script_key(master)))
 
 
+def _port(value: str) -> int:
+    if not value.isdigit() or not 1 <= int(value) <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number from 1 to 65535 (got {value!r})")
+    return int(value)
+
+
 Command = Callable[[argparse.Namespace], None]
 COMMANDS: dict[str, Command] = {
     "up": up,
@@ -176,6 +218,7 @@ COMMANDS: dict[str, Command] = {
     "webhook": webhook,
     "migrate": migrate,
     "hash-password": hash_password_command,
+    "reset-admin-password": reset_admin_password,
     "gen-key": gen_key,
     "derive-script-key": derive_script_key_command,
 }
@@ -193,15 +236,34 @@ def build_parser() -> argparse.ArgumentParser:
     for name, command in COMMANDS.items():
         sub = commands.add_parser(name, help=_summary(command), description=command.__doc__)
         sub.set_defaults(handler=command)
-        if name == "up":
+        if name in ("up", "reset-admin-password"):
             sub.add_argument(
                 "--data-dir",
                 type=Path,
                 default=None,
-                help="where the embedded Postgres and generated keys live",
+                help="where the embedded Postgres, generated keys and logs live",
             )
+        if name == "up":
             sub.add_argument("--host", default="127.0.0.1", help="address of the local origin")
-            sub.add_argument("--port", type=int, default=8090, help="port of the local origin")
+            sub.add_argument(
+                "--port", type=_port, default=8090, help="port of the local origin (default 8090)"
+            )
+            sub.add_argument(
+                "--log-level",
+                choices=list(LEVELS),
+                default=None,
+                help="what reaches the terminal (default warning, or ZILEAN_LOG_LEVEL); "
+                "the log file in the data directory always has info and above",
+            )
+        elif name == "reset-admin-password":
+            sub.add_argument(
+                "--email", default=None, help="whose password to reset (default: the Super Admin)"
+            )
+            sub.add_argument(
+                "--password-stdin",
+                action="store_true",
+                help="read the new password from stdin instead of generating a temporary one",
+            )
         elif name == "script-worker":
             sub.add_argument(
                 "--runtime",

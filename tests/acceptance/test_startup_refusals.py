@@ -41,6 +41,8 @@ DB = "postgres://zilean:changeme@127.0.0.1:1/zilean"
          "SCRIPT_VOLUMES_ROOT": "/"}, "SCRIPT_VOLUMES_ROOT cannot be / (got '/')"),
         (["core"], {"SETTINGS_ENCRYPTION_KEY": KEY, "DATABASE_URL": ""},
          "DATABASE_URL is required"),
+        (["worker"], {"SETTINGS_ENCRYPTION_KEY": KEY, "ZILEAN_LOG_LEVEL": "loud"},
+         "ZILEAN_LOG_LEVEL must be one of debug, info, warning, error (got 'loud')"),
     ],
 )  # fmt: skip
 def test_the_service_exits_non_zero_naming_the_variable(

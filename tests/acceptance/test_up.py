@@ -10,7 +10,7 @@ import psutil
 import psycopg
 import pytest
 
-from tests.support.cli import base_environment, spawn_cli
+from tests.support.cli import base_environment, spawn_cli, wait_for_text
 from tests.support.servers import free_port
 from zilean.db.embedded import embedded_postgres
 
@@ -41,6 +41,7 @@ def test_up_runs_everything_keeps_data_across_restarts_and_stops_cleanly(tmp_pat
     port = free_port()
     env = base_environment(TZ="Europe/Paris")
     args = ["up", "--data-dir", str(data_dir), "--port", str(port)]
+    log_file = data_dir / "zilean.log"
 
     with spawn_cli(args, env) as first:
         base = first.wait_for(READY).group(1)
@@ -48,21 +49,27 @@ def test_up_runs_everything_keeps_data_across_restarts_and_stops_cleanly(tmp_pat
         assert httpx.get(f"{base}/healthz").status_code == 200
         assert httpx.get(f"{base}/api/meta").json()["timezone"] == "Europe/Paris"
         assert username == "admin@localhost"
-        first.wait_for(r'"queues": \["default"\]')  # the HTTP worker child started
+        # The HTTP worker child started, and logs to the same file as its parent.
+        wait_for_text(log_file, r'"queues": \["default"\].*"service": "worker"')
         children = zilean_children(first.process.pid)
         assert children
         assert first.stop(signal.SIGINT) == 0
+    # The terminal shows the banner and warnings; the info lines go to the file only.
+    assert "migrations applied" in log_file.read_text()
+    assert "migrations applied" not in first.output
+    assert password not in log_file.read_text()  # shown once, in the terminal only
 
     assert (data_dir / "settings-encryption.key").stat().st_mode & 0o777 == 0o600
     assert (data_dir / "script-secrets.key").stat().st_mode & 0o777 == 0o600
     assert not [p for p in children if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     assert not processes_using(data_dir / "postgres")
 
-    with spawn_cli(args, env) as second:
+    with spawn_cli([*args, "--log-level", "info"], env) as second:
         base = second.wait_for(READY).group(1)
         assert httpx.get(f"{base}/healthz").status_code == 200
-        second.wait_for("migrations already up to date")
+        second.wait_for("migrations already up to date")  # full logs in the terminal
         assert second.stop(signal.SIGTERM) == 0
+    assert "migrations applied" in (data_dir / "zilean.log.1").read_text()  # the first run's
     assert "password" not in second.output.lower().replace("admin_password_hash", "")
     assert password not in second.output
 
@@ -80,18 +87,3 @@ def test_up_uses_an_external_postgres_when_database_url_is_set(tmp_path: Path) -
         with psycopg.connect(url) as conn:
             row = conn.execute("SELECT email FROM users WHERE is_bootstrap").fetchone()
         assert row == ("admin@localhost",)
-
-
-def test_up_reports_a_port_in_use_and_exits_non_zero(tmp_path: Path) -> None:
-    import socket
-
-    with socket.socket() as blocker:
-        blocker.bind(("127.0.0.1", 0))
-        blocker.listen()
-        port = blocker.getsockname()[1]
-        args = ["up", "--data-dir", str(tmp_path / "data"), "--port", str(port)]
-        with spawn_cli(args, base_environment()) as running:
-            code = running.process.wait(timeout=60)
-    assert code != 0
-    assert not processes_using(tmp_path / "data" / "postgres")
-    assert (tmp_path / "data").is_dir()

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import httpx
@@ -9,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.integration.conftest import core_settings
 from zilean.api.app import create_core_app
+from zilean.auth.bootstrap import seed_super_admin
 from zilean.auth.passwords import hash_password, verify_password
 from zilean.db.tables import app_settings, users
 from zilean.errors import ConfigError
@@ -90,3 +92,17 @@ async def test_audit_retention_is_seeded_once_from_the_environment(
             )
         ).scalar_one()
     assert value == 30
+
+
+async def test_racing_first_boots_create_one_super_admin_and_neither_fails(
+    engine: AsyncEngine,
+) -> None:
+    async def seed(email: str) -> bool:
+        async with engine.begin() as conn:
+            return await seed_super_admin(conn, email, hash_password("a password"))
+
+    created = await asyncio.gather(seed("one@example.com"), seed("two@example.com"))
+
+    assert sorted(created) == [False, True]
+    async with engine.connect() as conn:
+        assert (await conn.execute(select(func.count()).select_from(users))).scalar_one() == 1

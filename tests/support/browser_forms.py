@@ -37,3 +37,21 @@ async def sign_in(client: httpx.AsyncClient, email: str, password: str) -> httpx
     return await client.post(
         "/login", data={"csrf_token": token, "email": email, "password": password}
     )
+
+
+def sign_in_live(base: str, email: str, password: str) -> httpx.Client | None:
+    """Sign in to a running Zilean through its login form; the signed-in client, or None.
+
+    The caller closes the client. A wrong password (or any refusal) returns None.
+    """
+    client = httpx.Client(base_url=base, timeout=10)
+    page = client.get("/login")
+    match = _CSRF.search(page.text)
+    assert match, f"no CSRF field on /login ({page.status_code})"
+    answer = client.post(
+        "/login", data={"csrf_token": match.group(1), "email": email, "password": password}
+    )
+    if answer.status_code != 303:
+        client.close()
+        return None
+    return client

@@ -94,6 +94,20 @@ class RunningProcess:
         return code
 
 
+def wait_for_text(path: Path, pattern: str, timeout: float = 60.0) -> re.Match[str]:
+    """Wait until the file at `path` (a log file, say) matches `pattern`."""
+    deadline = time.monotonic() + timeout
+    regex = re.compile(pattern)
+    while True:
+        text = path.read_text() if path.exists() else ""
+        match = regex.search(text)
+        if match:
+            return match
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{pattern!r} not seen in {path}; it holds:\n{text}")
+        time.sleep(0.1)
+
+
 @contextmanager
 def spawn_cli(
     args: list[str], env: Mapping[str, str], cwd: Path | None = None

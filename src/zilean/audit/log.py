@@ -36,6 +36,10 @@ class Actor:
     ip: str | None
 
 
+# The operator at the machine, not a user: start-up seeding and the CLI's commands.
+CONSOLE = Actor(user_id=None, email=None, ip=None)
+
+
 def _has_content(value: Any) -> bool:
     """Flags (`is_secret: true`) and empty values say nothing secret; anything else might."""
     return not isinstance(value, bool) and value not in (None, "", [], {})

@@ -52,8 +52,10 @@ async def seed_super_admin(
             is_bootstrap=True,
         )
         .on_conflict_do_nothing()
+        # RETURNING, not rowcount: an INSERT built by SQLAlchemy reports a rowcount of -1.
+        .returning(users.c.id)
     )
-    if not created.rowcount:
+    if created.first() is None:
         return False
     await conn.execute(
         insert(user_roles).values(

@@ -245,21 +245,40 @@ async def reset_password(
     user = await get_user(conn, user_id)
     _refuse_if_protected(user, "password")
     await _check_manageable(conn, principal, user)
+    return await set_password(conn, actor, user, by="admin")
+
+
+async def set_password(
+    conn: AsyncConnection,
+    actor: Actor,
+    user: dict[str, Any],
+    *,
+    by: str,
+    password: str | None = None,
+) -> str:
+    """Give `user` `password`, or a temporary one they must change at sign-in; return it.
+
+    Every session of theirs ends and the reset is audited (`by` says who asked), in the
+    caller's transaction. Callers decide who may reset whom; an invited user has no
+    password to reset (they set one by accepting their invite).
+    """
     if user["status"] == "invited":
         raise Conflict("this user has not accepted their invite yet; resend it instead")
-    password = temporary_password()
+    if password is not None:
+        check_new_password(password, "password")
+    chosen = password or temporary_password()
     await conn.execute(
         update(users)
-        .where(users.c.id == user_id)
+        .where(users.c.id == user["id"])
         .values(
-            password_hash=await hash_in_thread(password),
-            must_change_password=True,
+            password_hash=await hash_in_thread(chosen),
+            must_change_password=password is None,
             updated_at=func.now(),
         )
     )
-    await revoke_user_sessions(conn, user_id)
-    await record(conn, actor, "user.password_reset", "user", user_id, after={"by": "admin"})
-    return password
+    await revoke_user_sessions(conn, user["id"])
+    await record(conn, actor, "user.password_reset", "user", user["id"], after={"by": by})
+    return chosen
 
 
 async def delete_user(

@@ -7,12 +7,14 @@ so nothing outside this machine's filesystem can reach it.
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import psutil
 import psycopg
 import structlog
 from psycopg import sql
@@ -64,8 +66,16 @@ def embedded_postgres(pgdata: Path, database: str = DATABASE_NAME) -> Iterator[s
 
 
 def _stop_if_still_running(pgdata: Path, server: object) -> None:
-    """Stop a postmaster the wheel no longer tracks (it was restarted behind its back)."""
+    """Stop a postmaster the wheel no longer tracks (it was restarted behind its back).
+
+    Not while another live process still holds a handle on it: `zilean up` keeps using
+    the server a `zilean reset-admin-password` borrowed.
+    """
     if not (pgdata / "postmaster.pid").exists():
+        return
+    handles = getattr(server, "global_process_id_list", None)
+    holders = handles.get() if handles is not None else []
+    if any(pid != os.getpid() and psutil.pid_exists(pid) for pid in holders):
         return
     from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]
 
