@@ -25,7 +25,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from zilean.audit.log import CONSOLE
 from zilean.auth.principal import Credential, Principal
 from zilean.config import CoreSettings
-from zilean.crypto.secretbox import SecretBox
 from zilean.db.tables import app_settings
 from zilean.registry.fields import JobWrite
 from zilean.registry.jobs import create_job
@@ -93,11 +92,7 @@ async def seed_sample_job(
             return None
     # Probe outside the transaction: a slow network must not hold a connection open.
     name, url = await sample_target(local_url, public_host)
-    context = RegistryContext(
-        box=SecretBox(settings.settings_encryption_key),
-        default_timezone=settings.timezone,
-        public_base_url=settings.public_base_url,
-    )
+    context = RegistryContext.of(settings)
     async with engine.begin() as conn:
         # RETURNING, not rowcount: an INSERT built by SQLAlchemy reports a rowcount of -1.
         claimed = await conn.execute(

@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from zilean.auth.permissions import Permission
 from zilean.auth.principal import Principal
+from zilean.config import CoreSettings
 from zilean.crypto.secretbox import SecretBox
 from zilean.errors import Conflict, InvalidInput, PermissionDenied
 from zilean.registry.auth_secrets import StoredAuth, parse_auth_type, prepare_auth
@@ -50,6 +51,14 @@ class RegistryContext:
     box: SecretBox
     default_timezone: str
     public_base_url: str
+
+    @classmethod
+    def of(cls, settings: CoreSettings) -> RegistryContext:
+        return cls(
+            box=SecretBox(settings.settings_encryption_key),
+            default_timezone=settings.timezone,
+            public_base_url=settings.public_base_url,
+        )
 
 
 def _choice(field: str, value: str, kind: type[Any]) -> Any:

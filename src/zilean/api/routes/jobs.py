@@ -14,8 +14,6 @@ from zilean.api.job_views import JobView, job_view
 from zilean.api.responses import ResponseModel
 from zilean.auth.permissions import Permission
 from zilean.auth.principal import Principal
-from zilean.config import CoreSettings
-from zilean.crypto.secretbox import SecretBox
 from zilean.registry import jobs as service
 from zilean.registry.fields import JobWrite
 from zilean.registry.job_patch import JobPatch
@@ -28,12 +26,7 @@ Writer = Annotated[Principal, Depends(require(Permission.JOBS_WRITE))]
 
 
 def registry_context(request: Request) -> RegistryContext:
-    settings: CoreSettings = request.app.state.settings
-    return RegistryContext(
-        box=SecretBox(settings.settings_encryption_key),
-        default_timezone=settings.timezone,
-        public_base_url=settings.public_base_url,
-    )
+    return RegistryContext.of(request.app.state.settings)
 
 
 Context = Annotated[RegistryContext, Depends(registry_context)]
