@@ -115,7 +115,7 @@ async def test_next_run_at_follows_the_jobs_own_time_zone(core_app: FastAPI, cas
     assert fires in {next_nine_in_new_york(before), next_nine_in_new_york(after)}
     assert fires.hour in (13, 14)  # 09:00 EDT or EST
     utc_job = await create(core_app, cast.alice.session, cron_expression="0 9 * * *")
-    assert utc_job["next_run_at"].endswith("T09:00:00Z")  # TZ unset: UTC
+    assert utc_job["next_run_at"].endswith("T09:00:00Z")  # the tests pin TZ=UTC
 
 
 async def preview(app: FastAPI, session: str, **body: Any) -> httpx.Response:

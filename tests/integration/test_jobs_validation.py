@@ -276,7 +276,7 @@ async def test_a_job_created_with_only_name_url_and_cron_gets_every_documented_d
     assert set(body) == set(DEFAULTS) | SERVER_STAMPED
     assert {key: body[key] for key in DEFAULTS} == DEFAULTS
     assert body["created_at"] == body["updated_at"]
-    assert body["next_run_at"].endswith("T03:00:00Z")  # TZ unset: cron runs in UTC
+    assert body["next_run_at"].endswith("T03:00:00Z")  # TZ=UTC (pinned for tests): cron runs in UTC
     assert fetched.json() == body
 
 
