@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import os
 import re
 import zoneinfo
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from importlib import resources
 from pathlib import Path
 from typing import TypedDict
 from urllib.parse import urlsplit
@@ -28,6 +30,11 @@ KEY_BYTES = 32
 DEFAULT_AUDIT_RETENTION_DAYS = 180
 DEFAULT_WORKER_MAX_CONCURRENCY = 20
 MAX_WORKER_CONCURRENCY = 200
+LOCALTIME = Path("/etc/localtime")  # the zone file the C library reads when TZ is unset
+TIMEZONE_FILE = Path("/etc/timezone")  # Debian's name for that zone; may be stale
+FALLBACK_ZONE = "UTC"
+# Entries of a zoneinfo tree that are not zones to report (`localtime` points back here).
+_NOT_ZONES = frozenset({"localtime", "posixrules", "Factory"})
 SCRIPT_WORKER_CONCURRENCY = 5
 
 
@@ -271,16 +278,103 @@ def _database_url(env: _Env) -> str:
     return url
 
 
-def _timezone(env: _Env) -> str:
-    name = env.string("TZ", "UTC")
-    # A leading colon is the POSIX way of naming a zone file; zoneinfo wants the bare key.
-    key = name.removeprefix(":")
+def _is_zone(key: str) -> bool:
     try:
         zoneinfo.ZoneInfo(key)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-        raise ConfigError(
-            f"TZ must be an IANA time zone such as Europe/Paris (got {name!r})"
-        ) from None
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
+        return False
+    return True
+
+
+def _linked_zone(localtime: Path) -> str | None:
+    """Return the zone a symlinked `/etc/localtime` names (`.../zoneinfo/<key>`), if valid."""
+    try:
+        first_hop = localtime.parent / localtime.readlink()  # an absolute link replaces it
+        last_hop = localtime.resolve()
+    except (OSError, RuntimeError):  # missing, a plain file, or a symlink loop
+        return None
+    # The first hop keeps the name the admin chose (US/Eastern); the last is canonical.
+    # normpath, not resolve: resolving would follow the alias's own link.
+    for target in (Path(os.path.normpath(first_hop)), last_hop):
+        parts = target.parts
+        if "zoneinfo" not in parts:
+            continue
+        after = parts[len(parts) - parts[::-1].index("zoneinfo") :]
+        key = "/".join(after).removeprefix("posix/")
+        if key and key not in _NOT_ZONES and _is_zone(key):
+            return key
+    return None
+
+
+def _zone_bytes(key: str) -> bytes | None:
+    """Return the TZif file `zoneinfo` would load for `key`: TZPATH first, then `tzdata`."""
+    for directory in zoneinfo.TZPATH:
+        try:
+            return (Path(directory) / key).read_bytes()
+        except OSError:
+            continue
+    try:
+        return resources.files("tzdata.zoneinfo").joinpath(*key.split("/")).read_bytes()
+    except (ImportError, OSError):
+        return None
+
+
+def _copied_zone(data: bytes, hint: str | None) -> str | None:
+    """Return a zone whose file is byte-identical to `data`, preferring a recognisable name.
+
+    Aliases share one file, so several keys match: the `/etc/timezone` hint wins, then
+    `UTC`, then an Area/Location key over a legacy one (`Europe/Paris` over `MET`).
+    """
+    keys = zoneinfo.available_timezones() - _NOT_ZONES
+    matches = {key for key in keys if _zone_bytes(key) == data}
+    if hint in matches:
+        return hint
+    if "UTC" in matches:
+        return "UTC"
+    ranked = sorted(matches, key=lambda key: ("/" not in key or key.startswith("Etc/"), key))
+    return ranked[0] if ranked else None
+
+
+def machine_zone(localtime: Path = LOCALTIME, timezone_file: Path = TIMEZONE_FILE) -> str:
+    """Return the IANA key of the machine's zone, as the C library resolves it, else UTC.
+
+    `/etc/localtime` decides, as it does for libc. A symlink into a zoneinfo tree names
+    the zone. A plain copy (a host's file bind-mounted into a container, say) is matched by
+    content against the zones Python knows, `/etc/timezone` naming the preferred alias; a
+    copy from a different tzdata release may match none, and then TZ must name the zone.
+    No `/etc/localtime` at all means UTC, which is what libc uses then.
+    """
+    linked = _linked_zone(localtime)
+    if linked is not None:
+        return linked
+    try:
+        data = localtime.read_bytes()
+    except OSError:
+        return FALLBACK_ZONE
+    try:
+        hint: str | None = timezone_file.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        hint = None
+    copied = _copied_zone(data, hint)
+    if copied is None:
+        log.warning(
+            "cannot tell which zone /etc/localtime holds; using UTC. Set TZ to name it",
+            action="config.unknown_machine_zone",
+            localtime=str(localtime),
+        )
+        return FALLBACK_ZONE
+    return copied
+
+
+def _timezone(env: _Env) -> str:
+    """Return `TZ` as an IANA key; unset or empty means the machine's zone."""
+    name = env.string("TZ", "")
+    if not name:
+        return machine_zone()
+    # A leading colon is the POSIX way of naming a zone file; zoneinfo wants the bare key.
+    key = name.removeprefix(":")
+    if not _is_zone(key):
+        raise ConfigError(f"TZ must be an IANA time zone such as Europe/Paris (got {name!r})")
     return key
 
 

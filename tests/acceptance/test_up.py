@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import time
 from pathlib import Path
 
 import httpx
@@ -74,7 +75,17 @@ def test_up_runs_everything_keeps_data_across_restarts_and_stops_cleanly(tmp_pat
     assert password not in second.output
 
 
-def test_up_uses_an_external_postgres_when_database_url_is_set(tmp_path: Path) -> None:
+def sampled_processes(url: str) -> dict[int, set[tuple[str, ...]]]:
+    """Per process id, the distinct sets of services its stored samples were shared by."""
+    with psycopg.connect(url) as conn:
+        rows = conn.execute("SELECT pid, process_services FROM worker_metrics").fetchall()
+    found: dict[int, set[tuple[str, ...]]] = {}
+    for pid, services in rows:
+        found.setdefault(pid, set()).add(tuple(services))
+    return found
+
+
+def test_up_uses_an_external_postgres_and_samples_each_process_once(tmp_path: Path) -> None:
     with embedded_postgres(tmp_path / "external-pg", database="zilean_ext") as url:
         data_dir = tmp_path / "data"
         env = base_environment(DATABASE_URL=url, TZ="Asia/Tokyo")
@@ -82,7 +93,17 @@ def test_up_uses_an_external_postgres_when_database_url_is_set(tmp_path: Path) -
         with spawn_cli(args, env) as running:
             base = running.wait_for(READY).group(1)
             assert httpx.get(f"{base}/api/meta").json()["timezone"] == "Asia/Tokyo"
+            # Three processes sample themselves: the origin and its two worker children.
+            deadline = time.monotonic() + 30
+            while len(found := sampled_processes(url)) < 3 and time.monotonic() < deadline:
+                time.sleep(0.2)
             assert running.stop() == 0
+        # Each stores one measurement under all the services it hosts, never one apiece.
+        assert found.pop(running.process.pid) == {("core", "ui", "mcp", "webhook")}
+        scripts, worker = sorted(hosted for [hosted] in map(list, found.values()))
+        assert worker == ("worker",)
+        assert scripts[0] == "script-worker-bash"  # bash is always installed
+        assert all(service.startswith("script-worker-") for service in scripts)
         assert not (data_dir / "postgres").exists()
         with psycopg.connect(url) as conn:
             row = conn.execute("SELECT email FROM users WHERE is_bootstrap").fetchone()

@@ -18,8 +18,10 @@ KEY = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
 
 
 def core_settings(database_url: str, **env: str) -> CoreSettings:
+    """Core's settings for a test; TZ is UTC unless given (empty: the machine's zone)."""
     settings = load_settings(
-        Service.CORE, {"DATABASE_URL": database_url, "SETTINGS_ENCRYPTION_KEY": KEY, **env}
+        Service.CORE,
+        {"DATABASE_URL": database_url, "SETTINGS_ENCRYPTION_KEY": KEY, "TZ": "UTC", **env},
     )
     assert isinstance(settings, CoreSettings)
     return settings

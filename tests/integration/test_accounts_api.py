@@ -51,16 +51,40 @@ async def test_it_answers_meta_without_a_session(core_app: FastAPI) -> None:
         "Bearer zat_not-a-real-token",  # well-formed but unknown
         "Bearer nonsense",  # no zat_ prefix at all
         "Bearer ",  # the scheme with no credential
-        "Basic YWxpY2U6cGFzc3dvcmQ=",  # another scheme entirely
+        "Bearer",  # the scheme alone
+        "bearer zat_not-a-real-token",  # the scheme is case-insensitive
     ],
 )
-async def test_it_refuses_a_bad_authorization_header_with_401(
+async def test_it_refuses_a_bad_bearer_token_with_401(
     core_app: FastAPI, cast: Cast, authorization: str
 ) -> None:
-    # Even alongside a valid session cookie: a script that sends a header means it.
+    # Even alongside a valid session cookie: a script that sends a token means it.
     async with client_for(core_app, cast.alice.session) as client:
         response = await client.get("/api/users", headers={"Authorization": authorization})
     assert (response.status_code, response.json()) == (401, INVALID_TOKEN)
+
+
+@pytest.mark.parametrize(
+    "authorization",
+    [
+        "Basic YWxpY2U6cGFzc3dvcmQ=",  # a reverse proxy's own credentials
+        'Digest username="proxy", realm="edge"',  # another proxy scheme
+        "zat_not-a-real-token",  # no scheme at all is not a Bearer token either
+    ],
+)
+async def test_a_header_of_another_scheme_leaves_the_session_in_charge(
+    core_app: FastAPI, cast: Cast, authorization: str
+) -> None:
+    headers = {"Authorization": authorization}
+    async with client_for(core_app, cast.alice.session) as alice:
+        signed_in = await alice.get("/api/account/me", headers=headers)
+    async with client_for(core_app, cast.carol.session) as carol:
+        read_only = await carol.get("/api/audit-log", headers=headers)  # carol lacks audit:read
+    async with client_for(core_app) as anonymous:
+        not_signed_in = await anonymous.get("/api/users", headers=headers)
+    assert (signed_in.status_code, signed_in.json()["email"]) == (200, "alice@example.com")
+    assert read_only.status_code == 403  # the session's own permissions still apply
+    assert (not_signed_in.status_code, not_signed_in.headers["location"]) == (302, "/login")
 
 
 async def test_it_lists_every_permission_for_the_bootstrap_super_admin(

@@ -12,6 +12,7 @@ from tests.integration.conftest import core_settings
 from zilean.api.app import create_core_app
 from zilean.auth.bootstrap import seed_super_admin
 from zilean.auth.passwords import hash_password, verify_password
+from zilean.config import machine_zone
 from zilean.db.tables import app_settings, users
 from zilean.errors import ConfigError
 from zilean.services.core import prepare_core
@@ -29,6 +30,24 @@ async def test_meta_reports_the_configured_timezone(client: httpx.AsyncClient) -
     response = await client.get("/api/meta")
     assert response.status_code == 200
     assert response.json() == {"timezone": "America/Los_Angeles", "demo_mode": False}
+
+
+async def test_meta_reports_the_machine_zone_when_tz_is_unset(
+    database_url: str, engine: AsyncEngine
+) -> None:
+    app = create_core_app(core_settings(database_url, TZ=""), engine)  # empty counts as unset
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://core"
+    ) as client:
+        response = await client.get("/api/meta")
+    assert response.json() == {"timezone": machine_zone(), "demo_mode": False}
+
+
+async def test_meta_declares_its_response_model(client: httpx.AsyncClient) -> None:
+    schema = (await client.get("/api/openapi.json")).json()
+    ok = schema["paths"]["/api/meta"]["get"]["responses"]["200"]["content"]["application/json"]
+    model = schema["components"]["schemas"][ok["schema"]["$ref"].rsplit("/", 1)[-1]]
+    assert set(model["properties"]) == set(model["required"]) == {"timezone", "demo_mode"}
 
 
 async def test_healthz_answers(client: httpx.AsyncClient) -> None:

@@ -115,7 +115,7 @@ async def test_next_run_at_follows_the_jobs_own_time_zone(core_app: FastAPI, cas
     assert fires in {next_nine_in_new_york(before), next_nine_in_new_york(after)}
     assert fires.hour in (13, 14)  # 09:00 EDT or EST
     utc_job = await create(core_app, cast.alice.session, cron_expression="0 9 * * *")
-    assert utc_job["next_run_at"].endswith("T09:00:00Z")  # TZ unset: UTC
+    assert utc_job["next_run_at"].endswith("T09:00:00Z")  # the tests pin TZ=UTC
 
 
 async def preview(app: FastAPI, session: str, **body: Any) -> httpx.Response:
@@ -141,6 +141,12 @@ async def test_the_schedule_preview_lists_utc_fire_times_across_a_dst_change(
         count=2, **{"from": "2026-01-01T00:00:00Z"},
     )  # fmt: skip
     assert rate.json() == ["2026-01-01T01:30:00Z", "2026-01-01T03:00:00Z"]
+    # A cron job's @every descriptor is the same interval, whatever its zone.
+    every = await preview(
+        core_app, cast.carol.session, cron_expression="@every 90m", timezone="Asia/Tokyo",
+        count=2, **{"from": "2026-01-01T00:00:00Z"},
+    )  # fmt: skip
+    assert every.json() == rate.json()
     capped = await preview(core_app, cast.carol.session, cron_expression="* * * * *", count=500)
     assert len(capped.json()) == 100
 
@@ -150,7 +156,7 @@ async def test_the_schedule_preview_lists_utc_fire_times_across_a_dst_change(
     [
         {"cron_expression": "61 * * * *"},  # a bad minute
         {"cron_expression": "0 0 3 * * *"},  # six fields
-        {"cron_expression": "@every 5m"},  # a rate expression on a cron schedule
+        {"cron_expression": "@every 5d"},  # an @every without a Go duration unit
         {"schedule_type": "rate", "cron_expression": "5m"},  # a rate without @every
         {"timezone": "Mars/Olympus_Mons"},  # an unknown zone
         {"schedule_type": "one_off"},  # a one-off without run_at
@@ -170,3 +176,21 @@ async def test_the_preview_rejects_a_schedule_with_the_job_apis_message(
 async def test_the_preview_needs_jobs_read(core_app: FastAPI, cast: Cast) -> None:
     response = await preview(core_app, cast.dave.session, cron_expression="@daily")
     assert (response.status_code, response.json()) == (403, FORBIDDEN)
+
+
+async def test_a_cron_job_with_an_every_descriptor_runs_next_one_interval_from_now(
+    core_app: FastAPI, cast: Cast
+) -> None:
+    before = datetime.now(UTC).replace(microsecond=0)
+    job = await create(
+        core_app, cast.alice.session, cron_expression="@every 90m", timezone="Asia/Tokyo"
+    )
+    after = datetime.now(UTC)
+    assert (job["schedule_type"], job["cron_expression"]) == ("cron", "@every 90m")
+    fires = datetime.fromisoformat(job["next_run_at"])
+    # Elapsed time, not Tokyo's clock: 90 minutes after a whole second of the request.
+    assert before + timedelta(minutes=90) <= fires <= after + timedelta(minutes=90)
+    assert fires.microsecond == 0
+    async with client_for(core_app, cast.alice.session) as alice:
+        shown = (await alice.get(f"/api/jobs/{job['id']}")).json()
+    assert before + timedelta(minutes=90) <= datetime.fromisoformat(shown["next_run_at"])

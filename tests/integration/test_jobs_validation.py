@@ -45,7 +45,10 @@ CASES = [
      'unknown descriptor "@fortnightly"'),  # an unknown descriptor
     (HTTP, {"cron_expression": ""}, 400, "cron_expression: is required for a cron"),  # missing
     (HTTP, {"cron_expression": "@daily"}, 201, {"cron_expression": "@daily"}),  # descriptor
-    (HTTP, {"cron_expression": "@every 5m"}, 400, '"@every" makes a rate schedule'),  # @every
+    (HTTP, {"cron_expression": "@every 5m"}, 201,
+     {"schedule_type": "cron", "cron_expression": "@every 5m"}),  # @every: a descriptor too
+    (HTTP, {"cron_expression": "@every 5 m"}, 400,
+     'invalid @every duration "5 m"'),  # cron checks an @every duration as rate does
     (HTTP, {"schedule_type": "rate", "cron_expression": "*/5 * * * *"}, 400,
      'a rate schedule must be written "@every <duration>"'),  # rate without @every
     (HTTP, {"schedule_type": "rate", "cron_expression": "@every 5m"}, 201,
@@ -278,7 +281,7 @@ async def test_a_job_created_with_only_name_url_and_cron_gets_every_documented_d
     assert set(body) == set(DEFAULTS) | SERVER_STAMPED
     assert {key: body[key] for key in DEFAULTS} == DEFAULTS
     assert body["created_at"] == body["updated_at"]
-    assert body["next_run_at"].endswith("T03:00:00Z")  # TZ unset: cron runs in UTC
+    assert body["next_run_at"].endswith("T03:00:00Z")  # TZ=UTC (pinned for tests): cron runs in UTC
     assert fetched.json() == body
 
 

@@ -31,6 +31,7 @@ from tests.support.monitoring import (
     create_token,
     eventually,
     insert_sample,
+    live_sample,
     parse_exposition,
     stored_samples,
 )
@@ -66,10 +67,12 @@ SAMPLE_KEYS = {
     "pid",
     "cpu_percent",
     "rss_bytes",
+    "anon_rss_bytes",
     "python_allocated_blocks",
     "threads",
     "asyncio_tasks",
     "open_fds",
+    "process_services",
 }
 METRICS_READ_ROUTES = [
     "/api/metrics/live",
@@ -81,6 +84,9 @@ FAST_INTERVAL_MS = 50  # sampling interval for the loop tests
 SLOW_INTERVAL_MS = 60_000  # long enough that only the start-up sample can happen
 PROCESS_GAUGES = [
     "zilean_process_cpu_percent",
+    "zilean_process_mem_alloc_bytes",
+    "zilean_process_mem_sys_bytes",
+    "zilean_process_goroutines",
     "zilean_process_resident_memory_bytes",
     "zilean_process_python_allocated_blocks",
     "zilean_process_threads",
@@ -123,7 +129,7 @@ async def test_live_answers_null_until_the_service_samples_then_its_latest_sampl
     await insert_sample(engine, Service.CORE, age=timedelta(minutes=1), pid=1)
     await insert_sample(engine, Service.UI, pid=3)  # another service's, newer still
     sample = ProcessSampler().sample()
-    await record_sample(database_url, Service.CORE, sample)
+    await record_sample(database_url, [Service.CORE], sample)
     response = await get(core_app, cast.carol.session, "/api/metrics/live", service="core")
     assert (never.status_code, never.text) == (200, "null")
     assert response.status_code == 200
@@ -132,7 +138,9 @@ async def test_live_answers_null_until_the_service_samples_then_its_latest_sampl
     assert body["service"] == "core"
     assert (body["pid"], body["hostname"]) == (os.getpid(), socket.gethostname())
     assert body["rss_bytes"] == sample.rss_bytes
+    assert 0 < body["anon_rss_bytes"] == sample.anon_rss_bytes < sample.rss_bytes
     assert body["cpu_percent"] == sample.cpu_percent
+    assert body["process_services"] == ["core"]  # a process hosting core alone
 
 
 # Service values live refuses, each with the same message.
@@ -166,7 +174,7 @@ async def test_sampling_writes_one_sample_at_once_and_stops_when_asked(
 ) -> None:
     stop = asyncio.Event()
     task = asyncio.create_task(
-        run_sampling(database_url, Service.UI, stop, interval=SLOW_INTERVAL_MS / 1000)
+        run_sampling(database_url, [Service.UI], stop, interval=SLOW_INTERVAL_MS / 1000)
     )
     try:
         await eventually(lambda: stored_samples(engine, Service.UI), what="a start-up sample")
@@ -188,7 +196,7 @@ async def test_sampling_writes_one_sample_at_once_and_stops_when_asked(
 async def test_sampling_repeats_at_its_interval(engine: AsyncEngine, database_url: str) -> None:
     stop = asyncio.Event()
     task = asyncio.create_task(
-        run_sampling(database_url, Service.MCP, stop, interval=FAST_INTERVAL_MS / 1000)
+        run_sampling(database_url, [Service.MCP], stop, interval=FAST_INTERVAL_MS / 1000)
     )
 
     async def three() -> bool:
@@ -223,7 +231,7 @@ async def test_a_failed_sample_is_logged_and_the_loop_goes_on(
 
     with caplog.at_level(logging.WARNING):
         task = asyncio.create_task(
-            run_sampling(missing, Service.WEBHOOK, stop, interval=FAST_INTERVAL_MS / 1000)
+            run_sampling(missing, [Service.WEBHOOK], stop, interval=FAST_INTERVAL_MS / 1000)
         )
         try:
             # A second failure proves the loop outlived the first one.
@@ -275,6 +283,7 @@ async def test_history_averages_one_services_samples_per_slot(
         sampled_at=minute + timedelta(seconds=5),
         cpu_percent=1.0,
         rss_bytes=100,
+        anon_rss_bytes=60,
         threads=3,
         open_fds=10,
     )
@@ -284,6 +293,7 @@ async def test_history_averages_one_services_samples_per_slot(
         sampled_at=minute + timedelta(seconds=35),
         cpu_percent=3.0,
         rss_bytes=300,
+        anon_rss_bytes=None,  # stored before revision 0010: left out of the average
         threads=4,
         open_fds=20,
     )
@@ -309,6 +319,7 @@ async def test_history_averages_one_services_samples_per_slot(
         "cpu_percent_max": 3.0,
         "rss_bytes": 200,
         "rss_bytes_max": 300,
+        "anon_rss_bytes": 60,
         "python_allocated_blocks": 100_000,
         "threads": 3.5,
         "asyncio_tasks": 3.0,
@@ -518,6 +529,60 @@ async def test_prometheus_publishes_sampled_services_only(
     [worker] = await stored_samples(engine, Service.WORKER)
     stamps = by_label(samples, "zilean_process_last_sample_timestamp_seconds", "service")
     assert stamps["worker"] == pytest.approx(worker["sampled_at"].timestamp())
+    # The spec's Go-named gauges carry their nearest Python figures.
+    spec = {name: by_label(samples, f"zilean_process_{name}", "service")["worker"]
+            for name in ("mem_alloc_bytes", "mem_sys_bytes", "goroutines")}  # fmt: skip
+    assert spec == {
+        "mem_alloc_bytes": worker["anon_rss_bytes"],
+        "mem_sys_bytes": 7_000,  # resident memory, as zilean_process_resident_memory_bytes
+        "goroutines": worker["asyncio_tasks"],  # event-loop tasks
+    }
+
+
+async def test_prometheus_publishes_one_series_per_process_labelled_with_its_services(
+    core_app: FastAPI, engine: AsyncEngine, database_url: str, cast: Cast
+) -> None:
+    # One process running two script runtimes, as under `zilean up`, and a lone worker.
+    shared = ProcessSampler().sample()
+    await record_sample(
+        database_url, [Service.SCRIPT_WORKER_BASH, Service.SCRIPT_WORKER_NODE], shared
+    )
+    await insert_sample(engine, Service.WORKER, cpu_percent=2.0)
+    # core and ui shared a process once; core has since sampled from a process of its own.
+    await record_sample(database_url, [Service.CORE, Service.UI], shared)
+    await age_samples(engine, Service.UI, timedelta(minutes=1))
+    await age_samples(engine, Service.CORE, timedelta(minutes=1))
+    await insert_sample(engine, Service.CORE, cpu_percent=3.0, pid=77)
+    await core_app.state.metrics_exporter.refresh()
+    secret = await create_token(core_app, cast.carol.session, cast.role_ids["read_only"])
+    samples = parse_exposition((await scrape(core_app, secret)).text)
+    cpu = by_label(samples, "zilean_process_cpu_percent", "service")
+    assert cpu == {
+        "worker": 2.0,
+        "script-worker-bash,script-worker-node": shared.cpu_percent,  # counted once
+        "core": 3.0,  # the new process
+        "ui": shared.cpu_percent,  # still its old process's newest sample, not core's
+    }
+    for name in PROCESS_GAUGES:
+        assert set(by_label(samples, name, "service")) == set(cpu), name
+    async with client_for(core_app, cast.carol.session) as carol:
+        node = await carol.get("/api/metrics/live", params={"service": "script-worker-node"})
+    assert node.json()["process_services"] == ["script-worker-bash", "script-worker-node"]
+    assert node.json()["cpu_percent"] == shared.cpu_percent
+
+
+async def test_a_figure_an_older_sample_never_measured_is_left_out_not_zero(
+    core_app: FastAPI, engine: AsyncEngine, cast: Cast
+) -> None:
+    await insert_sample(engine, Service.MCP, anon_rss_bytes=None)  # stored before 0010
+    await core_app.state.metrics_exporter.refresh()
+    secret = await create_token(core_app, cast.carol.session, cast.role_ids["read_only"])
+    samples = parse_exposition((await scrape(core_app, secret)).text)
+    assert by_label(samples, "zilean_process_mem_alloc_bytes", "service") == {}
+    assert by_label(samples, "zilean_process_mem_sys_bytes", "service") == {"mcp": 50_000_000}
+    history = await get(core_app, cast.carol.session, "/api/metrics/history", service="mcp")
+    [slot] = history.json()["samples"]
+    assert (slot["anon_rss_bytes"], slot["rss_bytes"]) == (None, 50_000_000)
 
 
 async def test_prometheus_counts_attempts_by_job_type_and_outcome_and_never_goes_down(
@@ -628,12 +693,6 @@ async def test_a_live_core_samples_itself_refreshes_the_snapshot_and_sweeps_at_s
     with live_server(app) as base:
         async with httpx.AsyncClient(base_url=base, headers=bearer(secret)) as client:
 
-            async def core_sample() -> dict[str, Any] | None:
-                response = await client.get("/api/metrics/live", params={"service": "core"})
-                assert response.status_code == 200
-                body: dict[str, Any] | None = response.json()
-                return body
-
             async def bash_published() -> dict[str, float] | None:
                 response = await client.get("/prometheus/metrics")
                 assert response.status_code == 200
@@ -642,7 +701,9 @@ async def test_a_live_core_samples_itself_refreshes_the_snapshot_and_sweeps_at_s
                 return cpu if "script-worker-bash" in cpu else None
 
             # Both happen as the app starts, not a minute later.
-            sample = await eventually(core_sample, what="core's start-up sample")
+            sample = await eventually(
+                lambda: live_sample(client, "core"), what="core's start-up sample"
+            )
             cpu = await eventually(bash_published, what="the start-up refresh")
 
             async def expired_gone() -> bool:

@@ -1,5 +1,5 @@
 """The running scheduler: NOTIFY-driven reconciles, leadership between two schedulers,
-and core's lifespan firing a rate job on a live server."""
+and core's lifespan firing an `@every` job on a live server."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import psycopg
+import pytest
 from fastapi import FastAPI
 from sqlalchemy import func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -183,8 +184,15 @@ async def test_a_leader_whose_connection_broke_listens_again_once_it_leads_again
         await eventually(lambda: expression_of(service, job_id) == "2 * * * *", NOTIFY_BOUND)
 
 
-async def test_core_fires_a_rate_job_repeatedly_while_it_serves_and_lets_go_on_shutdown(
-    database_url: str, engine: AsyncEngine
+@pytest.mark.parametrize(
+    "schedule_type",
+    [
+        "rate",
+        "cron",  # the @every descriptor on a cron job is the same interval
+    ],
+)
+async def test_core_fires_an_every_job_repeatedly_while_it_serves_and_lets_go_on_shutdown(
+    database_url: str, engine: AsyncEngine, schedule_type: str
 ) -> None:
     job_id = uuid.uuid4()
     async with engine.begin() as conn:
@@ -192,7 +200,7 @@ async def test_core_fires_a_rate_job_repeatedly_while_it_serves_and_lets_go_on_s
             insert(scheduled_jobs).values(
                 id=job_id,
                 name="every second",
-                schedule_type="rate",
+                schedule_type=schedule_type,
                 cron_expression="@every 1s",
                 overlap_policy="allow",  # no worker runs here to release overlap locks
             )

@@ -8,6 +8,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from sqlalchemy import event, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -205,21 +206,48 @@ async def test_naming_the_default_zone_keeps_the_entry_and_it_still_fires(
     assert await firings(engine) == [(job_id, SUMMER)]
 
 
-async def test_a_rate_job_is_measured_from_when_its_entry_was_added_and_last_fired(
-    engine: AsyncEngine,
+@pytest.mark.parametrize(
+    "schedule_type",
+    [
+        "rate",
+        "cron",  # a cron job's @every descriptor is the same interval
+    ],
+)
+async def test_an_every_job_is_measured_from_when_its_entry_was_added_and_last_fired(
+    engine: AsyncEngine, schedule_type: str
 ) -> None:
     job_id = await a_job(
-        engine, schedule_type="rate", cron_expression="@every 90s", overlap_policy="allow"
+        engine,
+        schedule_type=schedule_type,
+        cron_expression="@every 90s",
+        timezone="Asia/Tokyo",
+        overlap_policy="allow",
     )
     scheduler = a_scheduler(engine)
     added_at = SUMMER + timedelta(seconds=7)
     await scheduler.reconcile_once(added_at)
-    assert scheduler.entries[job_id].next_fire == added_at + timedelta(seconds=90)
+    entry = scheduler.entries[job_id]
+    assert entry.next_fire == added_at + timedelta(seconds=90)
     assert await scheduler.fire_due(added_at + timedelta(seconds=89)) == 0
     fired_at = added_at + timedelta(seconds=90, milliseconds=300)
     assert await scheduler.fire_due(fired_at) == 1
-    assert scheduler.entries[job_id].next_fire == added_at + timedelta(seconds=180)
+    assert entry.next_fire == added_at + timedelta(seconds=180)
+    # An interval ignores zones: a zone edit neither stops the next firing (even before a
+    # reconcile has seen it) nor restarts the interval.
+    async with engine.begin() as conn:
+        await conn.execute(
+            update(scheduled_jobs)
+            .where(scheduled_jobs.c.id == job_id)
+            .values(timezone="Europe/Paris")
+        )
     assert await scheduler.fire_due(added_at + timedelta(seconds=180)) == 1
+    await scheduler.reconcile_once(added_at + timedelta(seconds=181))
+    assert scheduler.entries[job_id] is entry
+    assert entry.next_fire == added_at + timedelta(seconds=270)
+    assert [fired for _, fired in await firings(engine)] == [
+        added_at + timedelta(seconds=90),
+        added_at + timedelta(seconds=180),
+    ]
     assert len(await queued(engine)) == 2
 
 

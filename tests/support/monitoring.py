@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any, TypeVar
 
+import httpx
 from fastapi import FastAPI
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import func, insert, select, update
@@ -45,12 +46,16 @@ async def insert_sample(
     pid: int = 4242,
     cpu_percent: float = 1.5,
     rss_bytes: int = 50_000_000,
+    anon_rss_bytes: int | None = 30_000_000,
     python_allocated_blocks: int = 100_000,
     threads: int = 4,
     asyncio_tasks: int = 3,
     open_fds: int = 12,
 ) -> int:
-    """Store one sample `age` before the database's now (or at `sampled_at`); return its id."""
+    """Store one sample `age` before the database's now (or at `sampled_at`); return its id.
+
+    The sample is its process's only label, as a standalone service stores it.
+    """
     when = sampled_at if sampled_at is not None else func.now() - (age or timedelta())
     async with engine.begin() as conn:
         return int(
@@ -64,10 +69,12 @@ async def insert_sample(
                         pid=pid,
                         cpu_percent=cpu_percent,
                         rss_bytes=rss_bytes,
+                        anon_rss_bytes=anon_rss_bytes,
                         python_allocated_blocks=python_allocated_blocks,
                         threads=threads,
                         asyncio_tasks=asyncio_tasks,
                         open_fds=open_fds,
+                        process_services=[str(service)],
                     )
                     .returning(worker_metrics.c.id)
                 )
@@ -94,6 +101,14 @@ async def stored_samples(engine: AsyncEngine, service: Service | str) -> list[di
             .order_by(worker_metrics.c.id)
         )
         return [dict(row._mapping) for row in rows]
+
+
+async def live_sample(client: httpx.AsyncClient, service: str) -> dict[str, Any] | None:
+    """`GET /api/metrics/live` for `service`: its newest sample, or None before it samples."""
+    response = await client.get("/api/metrics/live", params={"service": service})
+    assert response.status_code == 200
+    body: dict[str, Any] | None = response.json()
+    return body
 
 
 async def create_token(app: FastAPI, session: str, role_id: object) -> str:

@@ -14,6 +14,7 @@ from zilean.config import (
     UiSettings,
     WorkerSettings,
     load_settings,
+    machine_zone,
 )
 from zilean.errors import ConfigError
 
@@ -30,7 +31,7 @@ def test_core_reads_its_defaults() -> None:
     settings = load(Service.CORE, SETTINGS_ENCRYPTION_KEY=KEY)
     assert isinstance(settings, CoreSettings)
     assert settings.listen == ListenAddress("", 8091)
-    assert settings.timezone == "UTC"
+    assert settings.timezone == machine_zone()  # TZ unset
     assert settings.default_audit_retention_days == 180
     assert settings.settings_encryption_key == bytes(range(32))
     assert settings.public_base_url == ""

@@ -76,6 +76,12 @@ def test_a_changed_expression_is_re_added_from_now() -> None:
             row(A, "@every 1h", "rate", "Asia/Tokyo"),
             False,
         ),
+        # so does a cron job's @every descriptor, which is the same interval
+        (
+            row(A, "@every 1h", "cron", "Europe/Paris"),
+            row(A, "@every 1h", "cron", "Asia/Tokyo"),
+            False,
+        ),
         # the same text under another schedule type is another schedule
         (row(A, "@every 1h", "rate"), row(A, "@hourly", "cron"), True),
     ],
@@ -156,8 +162,20 @@ def test_a_starting_scheduler_catches_up_a_recent_instant_but_not_before_the_las
     assert s.entries[C].next_fire == datetime(2025, 3, 3, 12, 1, tzinfo=UTC)
 
 
-def test_entry_keys_ignore_the_zone_of_a_rate_schedule() -> None:
+def test_a_starting_scheduler_starts_every_intervals_of_both_types_from_now() -> None:
+    # Looking back would make a 30 s interval due at once, 30 s after "60 s ago".
+    s = scheduler(catch_up=timedelta(seconds=60))
+    now = datetime(2025, 3, 3, 12, 0, 20, tzinfo=UTC)
+    s.apply([row(A, "@every 30s", "cron"), row(B, "@every 30s", "rate")], now)
+    assert s.entries[A].next_fire == s.entries[B].next_fire == now + timedelta(seconds=30)
+
+
+def test_entry_keys_ignore_the_zone_of_an_every_schedule() -> None:
     assert entry_key("rate", "@every 1s", "Asia/Tokyo", "UTC") == EntryKey("rate", "@every 1s", "")
+    assert entry_key("cron", " @every 1s", "Asia/Tokyo", "UTC") == EntryKey(
+        "cron", " @every 1s", ""
+    )
+    assert not entry_key("cron", "@every 1s", "", "UTC").wall_clock
     assert entry_key("cron", "@daily", "", "Europe/Paris") == EntryKey(
         "cron", "@daily", "Europe/Paris"
     )

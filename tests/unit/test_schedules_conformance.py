@@ -8,6 +8,9 @@ behaviour instead, and the tables below say why:
   in the prefix's zone, which is what the prefix meant.
 * DST follows Debian cron, not robfig (see OUR_DST_POLICY).
 * A negative `@every` duration is refused; robfig clamps it to one second.
+
+`@every` cases run under both schedule types: robfig has one parser, so a cron job may
+use the descriptor too, and it must mean exactly what it means for a rate job.
 """
 
 from __future__ import annotations
@@ -21,8 +24,13 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from zilean.schedules import CronSchedule, ScheduleError, ScheduleType, parse_schedule
-from zilean.schedules.rate import parse_every
+from zilean.schedules import (
+    CronSchedule,
+    RateSchedule,
+    ScheduleError,
+    ScheduleType,
+    parse_schedule,
+)
 
 VECTORS = Path(__file__).parents[1] / "data" / "conformance" / "cron-robfig-v3.json"
 DATA: dict[str, Any] = json.loads(VECTORS.read_text(encoding="utf-8"))
@@ -137,12 +145,13 @@ def test_parse_errors(case: dict[str, Any]) -> None:
 def test_parse_ok(case: dict[str, Any]) -> None:
     spec = strip_zone_prefix(case["spec"])
     if case["kind"] == "every":
-        if spec in REFUSED_EVERY:
-            with pytest.raises(ScheduleError, match="must not be negative"):
-                parse_every(spec)
-            return
-        rate = parse_every(spec)
-        assert rate.interval == timedelta(seconds=case["delay_seconds"])
+        for kind in ScheduleType.CRON, ScheduleType.RATE:
+            if spec in REFUSED_EVERY:
+                with pytest.raises(ScheduleError, match="must not be negative"):
+                    parse_schedule(kind, spec, timezone=UTC_ZONE)
+                continue
+            rate = parse_schedule(kind, spec, timezone=UTC_ZONE)
+            assert rate == RateSchedule(timedelta(seconds=case["delay_seconds"])), kind
         return
     fields = CronSchedule(spec, UTC).fields
     for name, (key, full) in FIELDS.items():
@@ -153,14 +162,16 @@ def test_parse_ok(case: dict[str, Any]) -> None:
 
 
 @cases("every")
-def test_every(case: dict[str, Any]) -> None:
+@pytest.mark.parametrize("kind", [ScheduleType.CRON, ScheduleType.RATE])
+def test_every(case: dict[str, Any], kind: ScheduleType) -> None:
     if case["spec"] in REFUSED_EVERY:
         with pytest.raises(ScheduleError, match="must not be negative"):
-            parse_schedule(ScheduleType.RATE, case["spec"], timezone=UTC_ZONE)
+            parse_schedule(kind, case["spec"], timezone=UTC_ZONE)
         return
-    rate = parse_schedule(ScheduleType.RATE, case["spec"], timezone=UTC_ZONE)
-    assert rate == parse_every(case["spec"])
-    assert parse_every(case["spec"]).interval.total_seconds() == case["effective_delay_seconds"]
-    fire = rate.next_fire(datetime.fromisoformat(case["from"]))
+    # The zone must not matter: an interval is elapsed time.
+    schedule = parse_schedule(kind, case["spec"], timezone=ZoneInfo("America/New_York"))
+    assert isinstance(schedule, RateSchedule)
+    assert schedule.interval.total_seconds() == case["effective_delay_seconds"]
+    fire = schedule.next_fire(datetime.fromisoformat(case["from"]))
     assert fire is not None
     assert fire.timestamp() == instant(case["expected"])

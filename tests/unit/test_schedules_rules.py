@@ -43,6 +43,13 @@ def test_cron_takes_an_expression_or_a_descriptor() -> None:
     assert isinstance(parse_schedule(ScheduleType.CRON, "@daily", timezone=UTC_ZONE), CronSchedule)
 
 
+def test_a_cron_every_descriptor_is_the_rate_schedule_whatever_the_zone() -> None:
+    tokyo = ZoneInfo("Asia/Tokyo")
+    cron = parse_schedule(ScheduleType.CRON, " @every 1h30m ", timezone=tokyo)
+    assert cron == parse_schedule(ScheduleType.RATE, "@every 1h30m", timezone=UTC_ZONE)
+    assert cron == RateSchedule(timedelta(minutes=90))
+
+
 @pytest.mark.parametrize(
     ("schedule_type", "expression", "message"),
     [
@@ -50,12 +57,22 @@ def test_cron_takes_an_expression_or_a_descriptor() -> None:
         ("cron", "  ", 'cron_expression: is required for a cron schedule, e.g. "0 9 * * 1-5"'),
         ("rate", None, 'cron_expression: is required for a rate schedule, e.g. "@every 5m"'),
         ("rate", "", 'cron_expression: is required for a rate schedule, e.g. "@every 5m"'),
-        # each type refuses the other's shape
+        # cron takes @every (robfig's one parser does), but its duration must be valid
+        ("cron", "@every", 'cron_expression: "@every" needs a duration, such as "@every 5m"'),
+        ("rate", "@every", 'cron_expression: "@every" needs a duration, such as "@every 5m"'),
         (
             "cron",
-            "@every 5m",
-            'cron_expression: "@every" makes a rate schedule; use schedule_type "rate" for it',
+            "@every 5",
+            'cron_expression: invalid @every duration "5": missing unit '
+            "(use ns, us, ms, s, m or h)",
         ),
+        (
+            "cron",
+            "@everyday",
+            'cron_expression: unknown descriptor "@everyday" (supported: @yearly, @annually, '
+            "@monthly, @weekly, @daily, @midnight, @hourly, @every <duration>)",
+        ),
+        # rate refuses everything but @every
         (
             "rate",
             "*/5 * * * *",
@@ -105,7 +122,7 @@ def test_cron_takes_an_expression_or_a_descriptor() -> None:
             "cron",
             "@reboot",
             'cron_expression: unknown descriptor "@reboot" (supported: @yearly, @annually, '
-            "@monthly, @weekly, @daily, @midnight, @hourly)",
+            "@monthly, @weekly, @daily, @midnight, @hourly, @every <duration>)",
         ),
         (
             "rate",

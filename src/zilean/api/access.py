@@ -55,12 +55,17 @@ def client_ip(request: Request) -> str | None:
 
 
 async def authenticate(request: Request) -> Principal:
-    """Resolve the caller from `Authorization: Bearer` or the session cookie."""
+    """Resolve the caller from `Authorization: Bearer <token>`, else the session cookie.
+
+    Only the Bearer scheme is ours. A header of any other scheme (a reverse proxy's own
+    `Basic` credentials, say) is not meant for us and is ignored, so a signed-in browser
+    behind such a proxy keeps its session. A Bearer header is decisive: a bad token is a
+    401 even beside a valid session, since a script that sends one means it.
+    """
     engine: AsyncEngine = request.app.state.engine
-    header = request.headers.get("authorization", "")
-    scheme, _, credential = header.partition(" ")
-    if header:
-        if scheme.lower() != "bearer" or not credential.strip():
+    scheme, _, credential = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer":
+        if not credential.strip():
             raise InvalidApiToken()
         async with engine.begin() as conn:
             principal = await token_principal(conn, credential.strip())

@@ -58,8 +58,8 @@ def create_service_app(
 ) -> FastAPI:
     """Return an app with the settings and engine on `app.state`, `/healthz` and JSON errors.
 
-    While it serves, the app samples its process under `service`'s label and runs
-    `background`, if any.
+    While it serves, the app samples its process under `service`'s label (unless the
+    host that runs it already samples the process for it) and runs `background`, if any.
     """
 
     @asynccontextmanager

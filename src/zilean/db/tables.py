@@ -26,7 +26,7 @@ from sqlalchemy import (
     func,
     text,
 )
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
 metadata = MetaData(
     naming_convention={
@@ -316,9 +316,10 @@ job_firings = Table(
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
 )
 
-# One row per service per minute: each process samples itself (`monitoring/sampling.py`).
-# Several processes may share a label (replicas, or `zilean up` hosting four services
-# in one process); `hostname` and `pid` tell them apart.
+# One row per service per minute: each process samples itself once a minute
+# (`monitoring/sampling.py`) and stores the figures under every label it hosts, in one
+# statement; `process_services` lists those labels (`zilean up` hosts four in one
+# process). Replicas share a label; `hostname` and `pid` tell them apart.
 worker_metrics = Table(
     "worker_metrics",
     metadata,
@@ -329,10 +330,12 @@ worker_metrics = Table(
     Column("pid", Integer, nullable=False),
     Column("cpu_percent", Float, nullable=False),
     Column("rss_bytes", BigInteger, nullable=False),
+    Column("anon_rss_bytes", BigInteger),  # NULL on samples from before revision 0010
     Column("python_allocated_blocks", BigInteger, nullable=False),
     Column("threads", Integer, nullable=False),
     Column("asyncio_tasks", Integer, nullable=False),
     Column("open_fds", Integer, nullable=False),
+    Column("process_services", ARRAY(Text), nullable=False),
 )
 Index("ix_worker_metrics_service_sampled_at", worker_metrics.c.service, worker_metrics.c.sampled_at)
 Index("ix_worker_metrics_sampled_at", worker_metrics.c.sampled_at)

@@ -34,6 +34,7 @@ LIVE_WITHIN = timedelta(minutes=2)  # two sampling intervals: one missed tick is
 SAMPLE_FIELDS = (
     "cpu_percent",
     "rss_bytes",
+    "anon_rss_bytes",
     "python_allocated_blocks",
     "threads",
     "asyncio_tasks",
@@ -59,11 +60,12 @@ def parse_service(raw: str | None, *, allow_all: bool = False) -> Service | None
 
 
 async def latest_sample(conn: AsyncConnection, service: Service) -> dict[str, Any] | None:
+    """The service's newest sample; `process_services` lists every label sharing it."""
     row = (
         await conn.execute(
             select(
                 metrics.service, metrics.sampled_at, metrics.hostname, metrics.pid,
-                *(metrics[name] for name in SAMPLE_FIELDS),
+                *(metrics[name] for name in SAMPLE_FIELDS), metrics.process_services,
             )
             .where(metrics.service == str(service))
             .order_by(metrics.sampled_at.desc(), metrics.id.desc())
@@ -117,6 +119,8 @@ def _slot(row: Any) -> dict[str, Any]:
         "cpu_percent_max": round(float(row.cpu_percent_max), 3),
         "rss_bytes": round(float(row.rss_bytes)),
         "rss_bytes_max": round(float(row.rss_bytes_max)),
+        # NULL in a slot holding only samples from before revision 0010.
+        "anon_rss_bytes": None if row.anon_rss_bytes is None else round(float(row.anon_rss_bytes)),
         "python_allocated_blocks": round(float(row.python_allocated_blocks)),
         "threads": round(float(row.threads), 1),
         "asyncio_tasks": round(float(row.asyncio_tasks), 1),

@@ -1,9 +1,15 @@
-"""Each service samples its own process at start-up and then once a minute.
+"""Each process samples itself at start-up and then once a minute, once for all it hosts.
+
+A sample is stored under every service label the process hosts, in one statement, with
+`process_services` naming them all. `zilean up` serves core, ui, mcp and webhook from
+one process and runs its script runtimes in another: each such process is measured once,
+so its CPU is not counted once per service (see `sampling`).
 
 The Go product reported heap, OS-obtained bytes and goroutines; Python's honest
-equivalents are resident memory, the interpreter's allocated blocks, OS threads and
-the event loop's tasks (see docs/monitoring.md for what each figure means). A sample
-that cannot be written is logged and skipped: monitoring never stops a service.
+equivalents are anonymous and total resident memory and the event loop's tasks, beside
+the interpreter's allocated blocks and OS threads (docs/monitoring.md says what each
+figure means). A sample that cannot be written is logged and skipped: monitoring never
+stops a service.
 """
 
 from __future__ import annotations
@@ -13,8 +19,9 @@ import contextlib
 import socket
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, fields
 
 import psutil
@@ -24,6 +31,10 @@ from zilean.db.direct import short_connection
 from zilean.loops import every
 
 SAMPLE_INTERVAL = 60.0  # seconds
+STOP_TIMEOUT = 2.0  # seconds a stopping sampler may spend finishing its write
+
+# The services an enclosing `sampling` block already samples, in this task's context.
+_SAMPLED: ContextVar[frozenset[Service]] = ContextVar("zilean_sampled", default=frozenset())
 
 
 @dataclass(frozen=True)
@@ -32,6 +43,7 @@ class ProcessSample:
     pid: int
     cpu_percent: float  # of one core, averaged since the previous sample
     rss_bytes: int
+    anon_rss_bytes: int  # resident and not file-backed: heap, arenas, stacks
     python_allocated_blocks: int
     threads: int
     asyncio_tasks: int
@@ -60,11 +72,16 @@ class ProcessSampler:
             elapsed = wall - self._last_wall
             percent = 100.0 * (cpu - self._last_cpu) / elapsed if elapsed > 0 else 0.0
             self._last_cpu, self._last_wall = cpu, wall
+            memory = process.memory_info()
+            # Linux splits resident pages into file-backed (`shared`: code, libraries,
+            # shared memory) and the rest; elsewhere the split is unknown and all counts.
+            file_backed = getattr(memory, "shared", 0)
             return ProcessSample(
                 hostname=self._hostname,
                 pid=process.pid,
                 cpu_percent=round(max(percent, 0.0), 3),
-                rss_bytes=process.memory_info().rss,
+                rss_bytes=memory.rss,
+                anon_rss_bytes=max(memory.rss - file_backed, 0),
                 python_allocated_blocks=sys.getallocatedblocks(),
                 threads=process.num_threads(),
                 asyncio_tasks=len(asyncio.all_tasks()),
@@ -73,30 +90,36 @@ class ProcessSampler:
 
 
 _FIELDS = tuple(field.name for field in fields(ProcessSample))
+# One row per hosted label, all in one statement: they share `sampled_at` (now()) exactly.
 _RECORD = (
-    f"INSERT INTO worker_metrics (service, {', '.join(_FIELDS)})"  # noqa: S608 (constants)
-    f" VALUES (%(service)s, {', '.join(f'%({name})s' for name in _FIELDS)})"
+    f"INSERT INTO worker_metrics (service, process_services, {', '.join(_FIELDS)})"  # noqa: S608 (constants)
+    f" SELECT hosted, %(services)s, {', '.join(f'%({name})s' for name in _FIELDS)}"
+    " FROM unnest(%(services)s::text[]) AS hosted"
 )
 
 
-async def record_sample(database_url: str, service: Service, sample: ProcessSample) -> None:
-    """Write one sample, on a connection of its own (once a minute: not worth keeping)."""
-    async with short_connection(database_url, application_name=f"zilean-{service}") as conn:
-        await conn.execute(_RECORD, {"service": str(service), **asdict(sample)})
+async def record_sample(
+    database_url: str, services: Sequence[Service], sample: ProcessSample
+) -> None:
+    """Store one sample under each of `services`, on a connection of its own (once a
+    minute: not worth keeping one open)."""
+    name = f"zilean-{services[0]}"
+    async with short_connection(database_url, application_name=name) as conn:
+        await conn.execute(_RECORD, {"services": [str(s) for s in services], **asdict(sample)})
 
 
 async def run_sampling(
     database_url: str,
-    service: Service,
+    services: Sequence[Service],
     stop: asyncio.Event,
     *,
     interval: float = SAMPLE_INTERVAL,
 ) -> None:
-    """Write a sample now and every `interval` seconds until `stop` is set."""
+    """Store a sample of this process now and every `interval` seconds until `stop` is set."""
     sampler = ProcessSampler()
 
     async def step() -> None:
-        await record_sample(database_url, service, sampler.sample())
+        await record_sample(database_url, services, sampler.sample())
 
     await every(
         interval,
@@ -104,23 +127,37 @@ async def run_sampling(
         step,
         failure="could not record a metrics sample",
         action="metrics.sample_failed",
-        service=str(service),
+        service=",".join(services),
     )
 
 
 @asynccontextmanager
-async def sampling(database_url: str, service: Service) -> AsyncIterator[None]:
-    """Sample `service` in the background for as long as the block runs."""
+async def sampling(database_url: str, *services: Service) -> AsyncIterator[None]:
+    """Sample this process under `services` in the background while the block runs.
+
+    A host of several services opens one block naming them all around theirs (the
+    origin of `zilean up`, a worker process running several runtimes). A block nested
+    in it, in the same task, samples only the services not already covered, so a
+    service that always asks for its own samples costs nothing extra when hosted.
+    """
+    covered = _SAMPLED.get()
+    wanted = [service for service in dict.fromkeys(services) if service not in covered]
+    if not wanted:
+        yield
+        return
+    token = _SAMPLED.set(covered | frozenset(wanted))
     stop = asyncio.Event()
+    label = ",".join(wanted)
     task = asyncio.create_task(
-        run_sampling(database_url, service, stop), name=f"zilean-sampling-{service}"
+        run_sampling(database_url, wanted, stop), name=f"zilean-sampling-{label}"
     )
     try:
         yield
     finally:
+        _SAMPLED.reset(token)
         stop.set()
         # The loop ends within its current write; a hung database call is cancelled.
-        done, _ = await asyncio.wait({task}, timeout=2.0)  # seconds
+        done, _ = await asyncio.wait({task}, timeout=STOP_TIMEOUT)
         if not done:
             task.cancel()
         with contextlib.suppress(asyncio.CancelledError):

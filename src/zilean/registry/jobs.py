@@ -43,7 +43,7 @@ def _select() -> Any:
 def next_run_at(row: dict[str, Any], now: datetime, default_timezone: str) -> datetime | None:
     """When the job will next fire on its own, or None (disabled, gated, webhook, fired).
 
-    For a rate schedule this is an estimate from now: the scheduler measures `@every`
+    For an `@every` schedule this is an estimate from now: the scheduler measures it
     from when it added or last fired the entry. A one-off is queued as soon as it is saved
     (`run_at_fired_at`), but until its `run_at` passes that run is still to come.
     """

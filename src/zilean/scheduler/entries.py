@@ -10,26 +10,31 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import NamedTuple
 
-from zilean.schedules import Schedule, ScheduleType, load_zone, parse_schedule
+from zilean.schedules import Schedule, ScheduleType, is_every, load_zone, parse_schedule
 
 
 class EntryKey(NamedTuple):
     """What an entry's timing depends on; an unchanged key keeps the entry and its next time.
 
-    `zone` is the resolved zone name for cron rows (the job's own or the process zone)
-    and empty for rate rows, whose elapsed-time intervals ignore zones: a zone edit on
-    a rate job does not restart its interval.
+    `zone` is the resolved zone name for wall-clock cron rows (the job's own or the
+    process zone) and empty for `@every` rows of either type, whose elapsed-time
+    intervals ignore zones: a zone edit on such a job does not restart its interval.
     """
 
     schedule_type: str
     expression: str
     zone: str
 
+    @property
+    def wall_clock(self) -> bool:
+        """Whether the schedule follows a zone's clock (cron) rather than elapsed time."""
+        return bool(self.zone)
+
 
 def entry_key(schedule_type: str, expression: str, timezone: str, default_zone: str) -> EntryKey:
     """Return the key for a stored row; an empty `timezone` means the process zone."""
-    zone = (timezone or default_zone) if schedule_type == ScheduleType.CRON else ""
-    return EntryKey(schedule_type, expression, zone)
+    wall_clock = schedule_type == ScheduleType.CRON and not is_every(expression)
+    return EntryKey(schedule_type, expression, (timezone or default_zone) if wall_clock else "")
 
 
 def build_schedule(key: EntryKey) -> Schedule:

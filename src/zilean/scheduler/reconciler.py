@@ -36,7 +36,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import structlog
-from sqlalchemy import DateTime, Text, Uuid, and_, cast, column, func, literal, or_, select
+from sqlalchemy import Boolean, DateTime, Text, Uuid, and_, cast, column, func, literal, or_, select
 from sqlalchemy.dialects.postgresql import JSONB, insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -145,6 +145,7 @@ def _claim_statement(entries: Sequence[Entry], stored_zones: Mapping[uuid.UUID, 
             "schedule_type": entry.key.schedule_type,
             "expression": entry.key.expression,
             "zone": stored_zones.get(entry.job_id, ""),
+            "wall_clock": entry.key.wall_clock,
         }
         for entry in entries
     ]
@@ -156,6 +157,7 @@ def _claim_statement(entries: Sequence[Entry], stored_zones: Mapping[uuid.UUID, 
             column("schedule_type", Text),
             column("expression", Text),
             column("zone", Text),
+            column("wall_clock", Boolean),
         )
         .render_derived("due", with_types=True)
     )
@@ -167,7 +169,8 @@ def _claim_statement(entries: Sequence[Entry], stored_zones: Mapping[uuid.UUID, 
             jobs.enabled,
             jobs.schedule_type == rows.c.schedule_type,
             jobs.cron_expression == rows.c.expression,
-            or_(rows.c.schedule_type != ScheduleType.CRON.value, jobs.timezone == rows.c.zone),
+            # An elapsed-time interval ignores the zone, so a zone edit leaves it valid.
+            or_(~rows.c.wall_clock, jobs.timezone == rows.c.zone),
             ~gated_clause(jobs.group_name),
         )
         .order_by(jobs.id)
@@ -201,7 +204,7 @@ class Scheduler:
         self._default_zone = default_zone
         self._catch_up = catch_up
         self._entries: dict[uuid.UUID, Entry] = {}
-        # The stored timezone column behind each cron entry (empty: the process zone).
+        # The stored timezone column behind each entry (empty: the process zone).
         self._stored_zone: dict[uuid.UUID, str] = {}
         # Rows whose schedule failed to parse, by the key that failed: logged once each.
         self._invalid: dict[uuid.UUID, EntryKey] = {}
@@ -323,11 +326,11 @@ class Scheduler:
     ) -> datetime:
         """Return the instant a new entry's first fire time must follow.
 
-        A rate interval starts now. A cron entry starts now, except on a scheduler's first
-        reconcile, which looks back up to `catch_up` (never before the row's last edit,
-        never after now) for an instant missed while no scheduler was running.
+        An `@every` interval starts now. A wall-clock cron entry starts now, except on a
+        scheduler's first reconcile, which looks back up to `catch_up` (never before the
+        row's last edit, never after now) for an instant missed while no scheduler ran.
         """
-        if not first or key.schedule_type != ScheduleType.CRON or not self._catch_up:
+        if not first or not key.wall_clock or not self._catch_up:
             return now
         return min(max(row.updated_at, now - self._catch_up), now)
 

@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo
 from zilean.schedules.cron import CronSchedule, compile_cron, load_zone
 from zilean.schedules.errors import ScheduleError
 from zilean.schedules.oneoff import OneOffSchedule
-from zilean.schedules.rate import RateSchedule, parse_every
+from zilean.schedules.rate import RateSchedule, is_every, parse_every
 from zilean.schedules.webhook import WebhookSchedule
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "ScheduleType",
     "WebhookSchedule",
     "compile_cron",
+    "is_every",
     "load_zone",
     "parse_schedule",
     "upcoming",
@@ -36,8 +37,8 @@ __all__ = [
 class ScheduleType(StrEnum):
     """What decides when a job fires."""
 
-    CRON = "cron"  # a 5-field expression or descriptor in cron_expression
-    RATE = "rate"  # "@every <duration>" in cron_expression
+    CRON = "cron"  # a 5-field expression or any descriptor, @every included
+    RATE = "rate"  # only "@every <duration>" in cron_expression
     ONE_OFF = "one_off"  # once, at run_at; cron_expression is ignored
     WEBHOOK = "webhook"  # only an inbound POST; no schedule fields
 
@@ -58,8 +59,9 @@ def parse_schedule(
 ) -> Schedule:
     """Build the schedule a job row describes, or raise ScheduleError naming the bad field.
 
-    `cron` takes a 5-field expression or a descriptor other than `@every`; `rate` takes
-    exactly `@every <duration>`; `one_off` needs an aware `run_at` and ignores
+    `cron` takes a 5-field expression or any descriptor; its `@every <duration>` is the
+    same RateSchedule a `rate` job gets, as in robfig, whose one parser takes both.
+    `rate` takes only `@every <duration>`; `one_off` needs an aware `run_at` and ignores
     `cron_expression`; `webhook` ignores both. Whether `run_at` lies in the future is
     the caller's check: only it knows what "now" is.
     """
@@ -81,7 +83,7 @@ def parse_schedule(
     if cron_expression is None or not cron_expression.strip():
         example = '"0 9 * * 1-5"' if kind is ScheduleType.CRON else '"@every 5m"'
         raise ScheduleError("cron_expression", f"is required for a {kind} schedule, e.g. {example}")
-    if kind is ScheduleType.RATE:
+    if kind is ScheduleType.RATE or is_every(cron_expression):
         return parse_every(cron_expression)
     if timezone.key is None:  # a zone loaded from a file has no key to cache by
         return CronSchedule(cron_expression, timezone)

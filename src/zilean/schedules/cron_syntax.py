@@ -177,7 +177,8 @@ def parse_cron(expression: str) -> CronFields:
     """Parse a 5-field expression or descriptor; raise ScheduleError when it is invalid.
 
     Surrounding whitespace is ignored and any run of whitespace separates fields.
-    `@every` is refused here: it is a rate schedule (see `rate.py`).
+    `@every` is refused here: it is an elapsed-time interval, which `parse_schedule`
+    hands to `rate.py` before a cron parse is tried.
     """
     text = expression.strip()
     if not text:
@@ -191,13 +192,14 @@ def parse_cron(expression: str) -> CronFields:
     if text.startswith("@"):
         if text == "@every" or text.startswith("@every "):
             raise ScheduleError(
-                FIELD, '"@every" makes a rate schedule; use schedule_type "rate" for it'
+                FIELD, '"@every" is an elapsed-time interval, not a cron expression'
             )
         spec = DESCRIPTORS.get(text)
         if spec is None:
             raise ScheduleError(
                 FIELD,
-                f'unknown descriptor "{_shown(text)}" (supported: {", ".join(DESCRIPTORS)})',
+                f'unknown descriptor "{_shown(text)}" '
+                f"(supported: {', '.join(DESCRIPTORS)}, @every <duration>)",
             )
         text = spec
     parts = text.split()

@@ -137,9 +137,21 @@ class RateSchedule:
             return None
 
 
+def is_every(expression: str) -> bool:
+    """Whether `expression` is an `@every` descriptor (valid or not), not a cron expression.
+
+    A bare `@every` counts, so that it gets the missing-duration message rather than
+    "unknown descriptor".
+    """
+    text = expression.strip()
+    return text == EVERY_PREFIX.rstrip() or text.startswith(EVERY_PREFIX)
+
+
 def parse_every(expression: str) -> RateSchedule:
     """Parse `@every <duration>` (surrounding whitespace ignored) into a RateSchedule."""
     text = expression.strip()
+    if text == EVERY_PREFIX.rstrip():
+        raise ScheduleError(FIELD, '"@every" needs a duration, such as "@every 5m"')
     if not text.startswith(EVERY_PREFIX):
         shown = text if len(text) <= _MAX_SHOWN else text[: _MAX_SHOWN - 3] + "..."
         raise ScheduleError(

@@ -1,7 +1,8 @@
 """One local origin for `zilean up`: the spec's reverse-proxy path routing, in process.
 
 Requests reach each service's app directly (no proxy hop). Lifespan events fan out
-to every app, so each one starts and stops exactly as it would standalone.
+to every app, so each one starts and stops exactly as it would standalone, except
+that the process is sampled once for all four services rather than once by each.
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from zilean.config import Service
+from zilean.monitoring.sampling import sampling
+
 
 @dataclass(frozen=True)
 class OriginApps:
@@ -20,6 +24,9 @@ class OriginApps:
     ui: FastAPI
     mcp: FastAPI
     webhook: FastAPI
+
+
+HOSTED = (Service.CORE, Service.UI, Service.MCP, Service.WEBHOOK)
 
 
 def route(apps: OriginApps, path: str) -> FastAPI:
@@ -49,6 +56,9 @@ class Origin:
         async with AsyncExitStack() as stack:
             await receive()  # lifespan.startup
             try:
+                # One sampler for the process: each app's own finds its label covered.
+                database_url = self.apps.core.state.settings.database_url
+                await stack.enter_async_context(sampling(database_url, *HOSTED))
                 for app in (self.apps.core, self.apps.ui, self.apps.mcp, self.apps.webhook):
                     await stack.enter_async_context(app.router.lifespan_context(app))
             except Exception as exc:

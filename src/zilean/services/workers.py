@@ -11,7 +11,7 @@ from zilean.config import ScriptWorkerSettings, Service, WorkerSettings
 from zilean.db.schema import wait_for_schema
 from zilean.db.urls import libpq_url
 from zilean.execution.queues import SERVICE_QUEUES
-from zilean.monitoring.sampling import run_sampling
+from zilean.monitoring.sampling import sampling
 from zilean.monitoring.script_workers import run_status_reports
 from zilean.services.signals import SOFT_STOP, stop_on_signals
 
@@ -31,10 +31,11 @@ def run_worker(service: Service, settings: WorkerSettings | ScriptWorkerSettings
 def run_workers(
     services: Sequence[tuple[Service, WorkerSettings | ScriptWorkerSettings]],
 ) -> None:
-    """Run several workers in this process, each with its own queue, engine and samples.
+    """Run several workers in this process, each with its own queue and engine.
 
     `zilean up` runs every installed script runtime in one process this way (they share
-    one trust tier: the script key, one user); a deployment runs one per process.
+    one trust tier: the script key, one user); a deployment runs one per process. The
+    process is sampled once, under every service it runs.
     """
     try:
         import uvloop
@@ -49,9 +50,13 @@ async def _run_workers(
 ) -> None:
     stop = asyncio.Event()
     with stop_on_signals(stop):
-        if not await wait_for_schema(services[0][1].database_url, stop=stop):
+        database_url = services[0][1].database_url
+        if not await wait_for_schema(database_url, stop=stop):
             return
-        await asyncio.gather(*(_serve(service, settings, stop) for service, settings in services))
+        async with sampling(database_url, *(service for service, _ in services)):
+            await asyncio.gather(
+                *(_serve(service, settings, stop) for service, settings in services)
+            )
 
 
 async def _serve(
@@ -66,14 +71,12 @@ async def _serve(
         concurrency=settings.max_concurrency,
         timezone=settings.timezone,
     )
-    database_url = settings.database_url
-    monitors = [
-        asyncio.create_task(run_sampling(database_url, service, stop), name="zilean-sampling")
-    ]
+    monitors = []
     if isinstance(settings, ScriptWorkerSettings):
         monitors.append(
             asyncio.create_task(
-                run_status_reports(database_url, settings, stop), name="zilean-script-status"
+                run_status_reports(settings.database_url, settings, stop),
+                name="zilean-script-status",
             )
         )
     try:
