@@ -227,7 +227,6 @@ async def test_every_route_that_returns_a_job_hides_notify_fields_without_notify
     jobs) leaves those fields out, and the same routes show them to alice."""
     writer = await session_with(core_app, engine, cast, "wes", ["jobs:read", "jobs:write"])
     job = await create(core_app, cast.alice.session, notify_on="failure")
-    path = f"/api/jobs/{job['id']}"
     one = "/api/jobs/{job_id}"
     calls = [
         ("GET", "/api/jobs", None),

@@ -166,7 +166,8 @@ async def test_the_schedule_preview_lists_utc_fire_times_across_a_dst_change(
 async def test_the_preview_rejects_a_schedule_with_the_job_apis_message(
     core_app: FastAPI, cast: Cast, schedule: dict[str, str]
 ) -> None:
-    response = await preview(core_app, cast.alice.session, **{**BASE, **schedule})
+    fields = {"cron_expression": BASE["cron_expression"], **schedule}
+    response = await preview(core_app, cast.alice.session, **fields)
     async with client_for(core_app, cast.alice.session) as alice:
         job_response = await alice.post("/api/jobs", json={**BASE, **schedule})
     assert (response.status_code, job_response.status_code) == (400, 400)

@@ -67,8 +67,8 @@ class JobWrite(JobInput):
     schedule_type: str = Field("cron", description="`cron`, `rate`, `one_off` or `webhook`.")
     cron_expression: str = Field(
         "",
-        description="5-field cron or a descriptor (`cron`); `@every <duration>` (`rate`). "
-        "Ignored for `one_off` and `webhook`.",
+        description="5-field cron, a descriptor such as `@daily`, or `@every <duration>` "
+        "(`cron` or `rate`). Ignored for `one_off` and `webhook`.",
     )
     timezone: str = Field(
         "", description="IANA zone cron is evaluated in; empty means the server's `TZ`."

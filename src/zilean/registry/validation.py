@@ -101,7 +101,8 @@ def _targets_own_webhook(url: str, job_id: uuid.UUID) -> bool:
     return False
 
 
-def _zone(timezone: str, default: str) -> zoneinfo.ZoneInfo:
+def job_zone(timezone: str, default: str) -> zoneinfo.ZoneInfo:
+    """The zone a job's (or a preview's) cron runs in: its own, else the server's."""
     name = timezone.strip() or default
     try:
         return zoneinfo.ZoneInfo(name)
@@ -191,7 +192,7 @@ async def normalise_job(
 def _schedule_values(
     job: JobWrite, *, context: RegistryContext, stored: dict[str, Any] | None, now: datetime
 ) -> dict[str, Any]:
-    zone = _zone(job.timezone, context.default_timezone)
+    zone = job_zone(job.timezone, context.default_timezone)
     is_one_off = job.schedule_type == ScheduleType.ONE_OFF
     was_one_off = stored is not None and stored["schedule_type"] == ScheduleType.ONE_OFF
     # The fired guard survives only while the job stays a one-off.

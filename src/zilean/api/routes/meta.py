@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from zilean.api.access import public
+from zilean.api.responses import ResponseModel
 from zilean.config import CoreSettings
 
 router = APIRouter(tags=["meta"])
 
 
-class MetaPublic(BaseModel):
+class MetaPublic(ResponseModel):
     """What `GET /api/meta` returns: all of it, and nothing secret."""
 
     timezone: str = Field(

@@ -57,10 +57,16 @@ class LiveSample(ResponseModel):
     pid: int
     cpu_percent: float = Field(description="Since the previous sample; 100 is one full core.")
     rss_bytes: int
+    anon_rss_bytes: int | None = Field(
+        description="Resident memory not backed by a file; null on samples older than it."
+    )
     python_allocated_blocks: int
     threads: int
     asyncio_tasks: int
     open_fds: int
+    process_services: list[Service] = Field(
+        description="Every service the sampled process hosts (one sample serves them all)."
+    )
 
 
 class SampleSlot(ResponseModel):
@@ -72,6 +78,7 @@ class SampleSlot(ResponseModel):
     cpu_percent_max: float
     rss_bytes: int
     rss_bytes_max: int
+    anon_rss_bytes: int | None
     python_allocated_blocks: int
     threads: float
     asyncio_tasks: float
