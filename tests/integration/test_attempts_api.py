@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from fastapi import FastAPI
-from sqlalchemy import insert
+from sqlalchemy import insert, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.support.actors import Cast, client_for
 from tests.support.api import UNKNOWN_ID, audit_rows
-from tests.support.attempts import calls, queue_statuses, run_now
+from tests.support.attempts import calls, logged, queue_statuses, run_now
 from tests.support.jobs import FUTURE, create
 from zilean.db.tables import job_attempts
 
@@ -54,6 +55,25 @@ async def test_run_now_queues_every_free_member_and_audits_the_run(
     [entry] = [row for row in await audit_rows(engine) if row["action"] == "job.run"]
     assert (entry["actor_email"], entry["resource_id"]) == ("bob@example.com", job["id"])
     assert entry["after"] == {"queued": 2, "busy_members": []}
+
+
+async def test_a_member_still_running_is_skipped_and_logged_with_the_job(
+    core_app: FastAPI, engine: AsyncEngine, cast: Cast, caplog: pytest.LogCaptureFixture
+) -> None:
+    job = await create(core_app, cast.alice.session, pool_count=3)
+    async with engine.begin() as conn:  # member 1 is still running
+        await conn.execute(
+            text(
+                "UPDATE scheduled_jobs SET running_since_by_pool = jsonb_build_object('1', now())"
+                " WHERE id = :id"
+            ),
+            {"id": job["id"]},
+        )
+    with caplog.at_level(logging.INFO):
+        response = await run_now(core_app, cast.bob.session, job["id"])
+    assert (response.status_code, response.json()) == (200, {"queued": 2, "busy_members": [1]})
+    [entry] = logged(caplog, "firing.members_skipped")
+    assert (entry["level"], entry["job_id"], entry["skipped"]) == ("info", job["id"], [1])
 
 
 async def test_run_now_is_refused_to_read_only(core_app: FastAPI, cast: Cast) -> None:

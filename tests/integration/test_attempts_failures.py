@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.support.actors import Cast, client_for
 from tests.support.attempts import (
+    add_variable,
     attempts,
     calls,
     http_job,
@@ -44,7 +45,8 @@ async def test_retries_back_off_exponentially_from_the_rows_settings(
             await worker.drain(lambda: settled(engine))
     rows = await attempts(engine, job["id"])
     assert [(row["attempt"], row["state"]) for row in rows] == [
-        (number, "failed") for number in range(1, 6)
+        *((number, "retrying") for number in range(1, 5)),
+        (5, "failed"),  # the budget is spent: the run ends failed
     ]
     assert {row["max_attempts"] for row in rows} == {5}
     assert {row["error"] for row in rows} == {"endpoint returned status 500: boom"}
@@ -87,7 +89,7 @@ async def test_exhausted_retries_release_the_lock_so_a_later_run_succeeds(
             await worker.drain(lambda: settled(engine))
     rows = await attempts(engine, job["id"])
     assert [(row["attempt"], row["state"]) for row in rows] == [
-        (1, "failed"),
+        (1, "retrying"),
         (2, "failed"),
         (1, "succeeded"),
     ]
@@ -132,12 +134,7 @@ SECRET = "tok-5ecret-value"
 async def test_secret_values_never_reach_the_call_history(
     core_app: FastAPI, engine: AsyncEngine, database_url: str, cast: Cast
 ) -> None:
-    async with client_for(core_app, cast.alice.session) as alice:
-        created = await alice.post(
-            "/api/global-variables",
-            json={"name": "TOKEN", "value": SECRET, "is_secret": True, "allow_in_scripts": False},
-        )
-        assert created.status_code == 201, created.text
+    await add_variable(core_app, cast.alice.session, "TOKEN", SECRET, secret=True)
     with http_target() as target:
         echo = json.dumps({"error": f"bad token {SECRET}"}).encode()
         target.respond(ScriptedResponse(status=401, body=echo))
@@ -223,7 +220,10 @@ async def test_a_recording_that_fails_for_a_while_is_retried_and_the_run_goes_on
             await worker.drain(lambda: settled(engine))
     assert len(target.requests) == 2  # the retry the first outcome asked for, once
     rows = await attempts(engine, job["id"])
-    assert [(row["attempt"], row["state"]) for row in rows] == [(1, "failed"), (2, "succeeded")]
+    assert [(row["attempt"], row["state"]) for row in rows] == [
+        (1, "retrying"),
+        (2, "succeeded"),
+    ]
     assert rows[0]["error"] == "endpoint returned status 500: boom"  # the real outcome
     assert await locks(engine, job["id"]) == {}
     row = await job_row(engine, job["id"])
@@ -253,7 +253,7 @@ async def test_an_outcome_never_written_is_recorded_lost_on_redelivery_and_retri
     assert len(target.requests) == 2
     rows = await attempts(engine, job["id"])
     assert [(row["attempt"], row["state"], row["error"]) for row in rows] == [
-        (1, "failed", "worker lost; outcome unknown"),
+        (1, "retrying", "worker lost; outcome unknown"),
         (2, "succeeded", None),
     ]
     assert await locks(engine, job["id"]) == {}

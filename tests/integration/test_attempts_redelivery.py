@@ -11,23 +11,17 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
 from fastapi import FastAPI
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Route
 
 from tests.integration.conftest import KEY
 from tests.support.actors import Cast
 from tests.support.attempts import (
     attempts,
     job_row,
+    leave_history_row,
     locks,
     queue_rows,
     queue_statuses,
@@ -39,29 +33,13 @@ from tests.support.attempts import (
 from tests.support.cli import base_environment, spawn_cli
 from tests.support.jobs import create
 from tests.support.queue_engine import strand
-from tests.support.servers import live_server
-from tests.support.target import http_target
+from tests.support.target import hanging_target, http_target
 from zilean.execution.attempt import LOST_ERROR
 from zilean.execution.payload import AttemptArgs
 
 pytestmark = pytest.mark.acceptance
 
 HEARTBEAT_TIMEOUT = 1.0  # seconds: shorter than production, so the test waits less
-
-
-@contextmanager
-def hanging_target() -> Iterator[tuple[str, list[str]]]:
-    """Serve a route that never answers; yield its URL and the paths it received."""
-    received: list[str] = []
-    never = asyncio.Event()
-
-    async def hang(request: Request) -> Response:
-        received.append(request.url.path)
-        await never.wait()
-        return Response("never")
-
-    with live_server(Starlette(routes=[Route("/hang", hang)])) as base_url:
-        yield f"{base_url}/hang", received
 
 
 async def killed_mid_attempt(database_url: str, received: list[str]) -> None:
@@ -101,7 +79,7 @@ async def test_a_killed_workers_attempt_is_recorded_lost_and_retried(
     assert waited < HEARTBEAT_TIMEOUT + 5.0
     assert received == ["/hang"]  # the lost attempt's call was not made again
     [lost] = await attempts(engine, job["id"])
-    assert (lost["state"], lost["error"], lost["attempt"]) == ("failed", LOST_ERROR, 1)
+    assert (lost["state"], lost["error"], lost["attempt"]) == ("retrying", LOST_ERROR, 1)
     assert lost["finalized_at"] is not None
     [retry] = await queue_rows(engine)
     retry_args = AttemptArgs.from_payload(retry["payload"])
@@ -148,15 +126,7 @@ async def test_a_recorded_attempt_delivered_again_only_finishes(
         job = await create(core_app, cast.alice.session, url=f"{target.base_url}/work")
         await run_now(core_app, cast.alice.session, job["id"])
         [queue_job_id] = await strand(engine)
-        async with engine.begin() as conn:
-            await conn.execute(
-                text(
-                    "INSERT INTO job_attempts (job_id, queue_job_id, state, attempt, max_attempts,"
-                    " trigger, pool_index, loop_iteration, attempted_at, finalized_at)"
-                    " VALUES (:job, :queue_job, 'succeeded', 1, 5, 'run_now', 0, 0, now(), now())"
-                ),
-                {"job": job["id"], "queue_job": queue_job_id},
-            )
+        await leave_history_row(engine, job["id"], queue_job_id, "succeeded")
         async with worker_for(database_url, heartbeat_timeout=HEARTBEAT_TIMEOUT) as worker:
             await worker.drain(lambda: settled(engine))
     assert target.requests == []  # recorded already: not called
@@ -187,7 +157,7 @@ async def _lost_and_retry_queued(engine: AsyncEngine, job_id: str) -> bool:
     rows = await attempts(engine, job_id)
     return (
         bool(rows)
-        and rows[0]["state"] == "failed"
+        and rows[0]["state"] == "retrying"
         and await queue_statuses(engine)
         == [
             "finished",

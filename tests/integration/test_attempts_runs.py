@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.support.actors import Cast, client_for
 from tests.support.attempts import (
+    add_variable,
     attempts,
     http_job,
     job_row,
@@ -49,10 +50,13 @@ async def test_a_success_records_one_attempt_its_stats_and_counters_in_two_state
     assert (attempt["pool_index"], attempt["loop_iteration"], attempt["error"]) == (0, 0, None)
     assert attempt["scheduled_at"] <= attempt["attempted_at"] <= attempt["finalized_at"]
     assert attempt["last_call"] == {
+        "job_name": "ping",
+        "timeout_ms": 60_000,
+        "duration_ms": attempt["duration_ms"],
+        "error": None,
         "method": "GET",
         "url": f"{target.base_url}/work",
         "status_code": 200,
-        "duration_ms": attempt["duration_ms"],
         "response_snippet": '{"ok": true}',
     }
     [bucket] = await stats(engine, job["id"])
@@ -147,13 +151,7 @@ async def test_each_pool_member_gets_its_index_and_a_single_job_gets_none(
 async def test_a_global_variable_edit_reaches_the_next_attempt(
     core_app: FastAPI, engine: AsyncEngine, database_url: str, cast: Cast
 ) -> None:
-    async with client_for(core_app, cast.alice.session) as alice:
-        created = await alice.post(
-            "/api/global-variables",
-            json={"name": "REGION", "value": "eu", "is_secret": False, "allow_in_scripts": False},
-        )
-        assert created.status_code == 201, created.text
-        variable = created.json()
+    variable = await add_variable(core_app, cast.alice.session, "REGION", "eu")
     with http_target() as target:
         job = await http_job(
             core_app, cast.alice.session, target, headers={"X-Region": "{{ REGION }}"}

@@ -61,5 +61,5 @@ async def test_a_retry_chain_with_a_300_ms_base_backs_off_on_time(
         assert wait <= gap <= wait + TOLERANCE, measured
     rows = await attempts(engine, job["id"])
     assert [(row["attempt"], row["state"]) for row in rows] == [
-        (1, "failed"), (2, "failed"), (3, "failed"), (4, "failed")
+        (1, "retrying"), (2, "retrying"), (3, "retrying"), (4, "failed")
     ]  # fmt: skip

@@ -27,6 +27,7 @@ from zilean.jobkinds.http.call import (
     request_target,
 )
 from zilean.jobkinds.http.request import HttpRequestSpec
+from zilean.jobkinds.redaction import NO_SECRETS
 
 TIMEOUT_MS = 5_000
 OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
@@ -92,7 +93,7 @@ def parse(request: bytes) -> tuple[str, list[tuple[str, str]], bytes]:
 def spec(
     method: str, url: str, headers: list[tuple[str, str]], body: bytes | None = None
 ) -> HttpRequestSpec:
-    return HttpRequestSpec(method, url, headers, body, frozenset())
+    return HttpRequestSpec(method, url, headers, body, NO_SECRETS)
 
 
 async def test_the_request_is_the_spec_byte_for_byte(http_session: aiohttp.ClientSession) -> None:

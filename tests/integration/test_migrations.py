@@ -125,6 +125,46 @@ def test_a_database_from_the_procrastinate_era_moves_its_queue_across(
     assert leftovers == [(0,), (0,), (0,)]
 
 
+def test_revision_0010_tells_retried_failures_apart_and_fills_in_last_call(
+    empty_database_url: str,
+) -> None:
+    with alembic_on(empty_database_url) as config:
+        command.upgrade(config, "0009")
+    old_call = {"method": "GET", "url": "https://h.example/", "status_code": 500,
+                "duration_ms": 7, "response_snippet": "boom"}  # fmt: skip
+    rows = [  # queue job id, state, attempt, budget, last_call as the old worker wrote them
+        (1, "failed", 1, 3, old_call),  # retried: its number was below its budget
+        (2, "failed", 3, 3, old_call),  # the budget spent: the run ended failed
+        (3, "cancelled", 1, 1, None),  # a configuration error: no request was built
+        (4, "running", 1, 3, None),  # still running: left alone
+    ]
+    with psycopg.connect(empty_database_url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO scheduled_jobs (id, name, exec_timeout_ms) VALUES (%s, 'sync', 0)", (JOB,)
+        )
+        for queue_job_id, state, attempt, budget, last_call in rows:
+            conn.execute(
+                "INSERT INTO job_attempts (job_id, queue_job_id, state, attempt, max_attempts,"
+                " trigger, pool_index, loop_iteration, attempted_at, duration_ms, error,"
+                " last_call) VALUES (%s, %s, %s, %s, %s, 'schedule', 0, 0, now(), 7, %s, %s)",
+                (JOB, queue_job_id, state, attempt, budget, f"error {queue_job_id}",
+                 None if last_call is None else Jsonb(last_call)),
+            )  # fmt: skip
+    assert migrate(empty_database_url).after == head_revision()
+    with psycopg.connect(empty_database_url, autocommit=True) as conn:
+        migrated = conn.execute(
+            "SELECT queue_job_id, state, last_call FROM job_attempts ORDER BY queue_job_id"
+        ).fetchall()
+    shared = {"job_name": "sync", "timeout_ms": 60_000, "duration_ms": 7}
+    no_request = {"method": None, "url": None, "status_code": None, "response_snippet": None}
+    assert migrated == [
+        (1, "retrying", {**shared, "error": "error 1", **old_call}),
+        (2, "failed", {**shared, "error": "error 2", **old_call}),
+        (3, "cancelled", {**shared, "error": "error 3", **no_request}),
+        (4, "running", None),
+    ]
+
+
 def test_the_waiting_services_know_the_newest_revision() -> None:
     # Workers compare against this constant instead of loading Alembic.
     assert head_revision() == HEAD_REVISION

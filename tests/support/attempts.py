@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import pytest
 from fastapi import FastAPI
-from sqlalchemy import select
+from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.integration.conftest import KEY
@@ -31,6 +32,8 @@ from zilean.db.engine import driver_connection
 from zilean.db.tables import job_attempts, job_call_stats, scheduled_jobs
 from zilean.db.urls import libpq_url
 from zilean.execution.attempt import (
+    ATTEMPT_SAFETY_NET,
+    DATABASE_RETRIES,
     RECORD_PATIENCE,
     AttemptRunner,
     attempt_handler,
@@ -74,6 +77,8 @@ async def worker_for(
     soft_stop: float = 5.0,
     heartbeat_timeout: float = HEARTBEAT_TIMEOUT,
     record_patience: float = RECORD_PATIENCE,
+    safety_net: float = ATTEMPT_SAFETY_NET,
+    database_retries: int = DATABASE_RETRIES,
 ) -> AsyncIterator[LiveWorker]:
     """Run the HTTP worker on `database_url` for the block; stop it (draining) after."""
     client = new_client()
@@ -87,7 +92,7 @@ async def worker_for(
     consumer = QueueConsumer(
         libpq_url(database_url),
         str(Queue.DEFAULT),
-        attempt_handler(runner),
+        attempt_handler(runner, safety_net=safety_net, database_retries=database_retries),
         concurrency=concurrency,
         application_name="zilean-test-worker",
         soft_stop=soft_stop,
@@ -120,6 +125,51 @@ async def run_now(app: FastAPI, session: str, job_id: str) -> httpx.Response:
 async def calls(app: FastAPI, session: str, job_id: str, **params: Any) -> httpx.Response:
     async with client_for(app, session) as client:
         return await client.get(f"/api/jobs/{job_id}/calls", params=params)
+
+
+async def add_variable(
+    app: FastAPI, session: str, name: str, value: str, *, secret: bool = False
+) -> dict[str, Any]:
+    """Create a global variable through the API; return it as the API shows it."""
+    async with client_for(app, session) as client:
+        response = await client.post(
+            "/api/global-variables",
+            json={"name": name, "value": value, "is_secret": secret, "allow_in_scripts": False},
+        )
+    assert response.status_code == 201, response.text
+    variable: dict[str, Any] = response.json()
+    return variable
+
+
+async def leave_history_row(
+    engine: AsyncEngine, job_id: str, queue_job_id: int, state: str, *, max_attempts: int = 5
+) -> None:
+    """Write the history row a worker that died left for this run-now queue job: its
+    start marker (`running`), or its recorded first attempt."""
+    async with engine.begin() as conn:
+        await conn.execute(
+            text(
+                "INSERT INTO job_attempts (job_id, queue_job_id, state, attempt, max_attempts,"
+                " trigger, pool_index, loop_iteration, attempted_at, finalized_at)"
+                " VALUES (:job, :queue_job, :state, 1, :max_attempts, 'run_now', 0, 0, now(),"
+                " CASE WHEN :state = 'running' THEN NULL ELSE now() END)"
+            ),
+            {
+                "job": job_id,
+                "queue_job": queue_job_id,
+                "state": state,
+                "max_attempts": max_attempts,
+            },
+        )
+
+
+def logged(caplog: pytest.LogCaptureFixture, action: str) -> list[dict[str, Any]]:
+    """The structured log entries with this `action` that `caplog` captured."""
+    return [
+        record.msg
+        for record in caplog.records
+        if isinstance(record.msg, dict) and record.msg.get("action") == action
+    ]
 
 
 def remaining(count: int) -> ScriptedResponse:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections import deque
@@ -81,3 +82,18 @@ def http_target() -> Iterator[HttpTarget]:
     with live_server(target.app()) as base_url:
         target.base_url = base_url
         yield target
+
+
+@contextmanager
+def hanging_target() -> Iterator[tuple[str, list[str]]]:
+    """Serve a route that never answers; yield its URL and the paths it received."""
+    received: list[str] = []
+    never = asyncio.Event()
+
+    async def hang(request: Request) -> Response:
+        received.append(request.url.path)
+        await never.wait()
+        return Response("never")
+
+    with live_server(Starlette(routes=[Route("/hang", hang)])) as base_url:
+        yield f"{base_url}/hang", received

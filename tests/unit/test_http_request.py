@@ -20,7 +20,7 @@ from zilean.jobkinds.http.request import (
     wire_url,
 )
 from zilean.jobkinds.http.template import references, substitute
-from zilean.jobkinds.redaction import REDACTED, redact
+from zilean.jobkinds.redaction import NO_SECRETS, REDACTED, Secrets, redact
 
 TOKEN = "tok-secret-123"
 PASSWORD = "pw-secret-456"
@@ -430,15 +430,16 @@ def test_an_unreadable_auth_secret_is_permanent(reason: str) -> None:
 # What the spec marks for redaction
 
 
+def test_every_secret_variable_is_redacted_whether_or_not_the_job_uses_it() -> None:
+    spec = build(url="https://h.example/{{REGION}}")
+    assert spec.secrets.shared == SECRET_VALUES
+    assert spec.secrets.own == frozenset()
+
+
 @pytest.mark.parametrize(
-    ("overrides", "auth_secret", "expected"),
+    ("overrides", "auth_secret", "credentials"),
     [
-        ({}, None, set()),  # nothing secret used
-        ({"url": "https://h.example/{{TOKEN}}"}, None, {TOKEN}),  # a used secret variable
-        ({"query_params": {"k": "{{KEY}}"}}, None, {API_KEY}),
-        ({"body": '"{{PASS}}"'}, None, {PASSWORD}),
-        ({"headers": {"X-T": "{{ TOKEN }}"}}, None, {TOKEN}),
-        ({"url": "https://h.example/{{REGION}}"}, None, set()),  # plain variables are not
+        ({}, None, set()),  # no auth: nothing beyond the secret variables
         # a resolved credential, whether or not it came from a variable
         ({"auth_type": "bearer"}, "inline-token", {"inline-token"}),
         (
@@ -447,14 +448,17 @@ def test_an_unreadable_auth_secret_is_permanent(reason: str) -> None:
             {PASSWORD, base64.b64encode(f"alice:{PASSWORD}".encode()).decode()},
         ),
         ({"auth_type": "api_key"}, "{{KEY}}", {API_KEY}),
+        ({"auth_type": "bearer"}, "t", {"t"}),  # however short
         # a password in the URL's userinfo
         ({"url": "https://bob:hunter%2022@h.example/"}, None, {"hunter%2022", "hunter 22"}),
     ],
 )
 def test_the_spec_lists_what_to_redact(
-    overrides: dict[str, Any], auth_secret: str | None, expected: set[str]
+    overrides: dict[str, Any], auth_secret: str | None, credentials: set[str]
 ) -> None:
-    assert build(auth_secret=auth_secret, **overrides).secrets == expected
+    assert build(auth_secret=auth_secret, **overrides).secrets.values == (
+        SECRET_VALUES | credentials
+    )
 
 
 def test_the_spec_repr_does_not_leak() -> None:
@@ -472,9 +476,8 @@ def test_the_spec_repr_does_not_leak() -> None:
         ("abcd1234 and abcd1234", {"abcd1234"}, "REDACTED and REDACTED"),  # every occurrence
         ("abcdefgh", {"abcd", "abcdefgh"}, "REDACTED"),  # longest first
         ("xxxx", {"xxxx", "REDA"}, "REDACTED"),  # one pass: replacements are not re-read
-        ("a secret: ab", {"ab"}, "a secret: ab"),  # too short to redact (see the module)
-        ("abc", {"abc"}, "abc"),
-        ("abcd", {"abcd"}, "REDACTED"),  # four characters is enough
+        ("a secret: ab", {"ab"}, "a secret: REDACTED"),  # however short
+        ("status 401", {"1"}, "status 40REDACTED"),  # even one character
         ("nothing", {""}, "nothing"),  # empty secrets are skipped
         ("nothing", set(), "nothing"),
         ("q=a+b%26c+d", {"a b&c d"}, "q=REDACTED"),  # form-encoded in a query
@@ -492,13 +495,31 @@ def test_it_redacts(text: str, secrets: set[str], expected: str) -> None:
     assert redact(text, secrets) == expected
 
 
+@pytest.mark.parametrize(
+    ("text", "shared", "own", "expected"),
+    [
+        ("xabcdefghx", {"abcd"}, {"abcdefgh"}, "xREDACTEDx"),  # the longer own one wins
+        ("xabcdefghx", {"abcdefgh"}, {"cd"}, "xREDACTEDx"),  # the longer shared one wins
+        # leftmost first, then the search resumes after it: `ef` is found although a
+        # shared match (`cdef`) overlapped the own one
+        ("abcdef", {"cdef", "ef"}, {"abcd"}, "REDACTEDREDACTED"),
+        ("a-b-a", {"a"}, {"b"}, "REDACTED-REDACTED-REDACTED"),
+        ("xx", {"RED"}, {"xx"}, "REDACTED"),  # one pass: a replacement is not read again
+    ],
+)
+def test_shared_and_own_secrets_are_redacted_in_one_pass(
+    text: str, shared: set[str], own: set[str], expected: str
+) -> None:
+    assert Secrets(shared, own).redact(text) == expected
+
+
 def test_a_snippet_is_cut_after_redaction() -> None:
     # The secret straddles the cut: none of it may survive in the kept characters.
     body = ("a" * (SNIPPET_CHARS - 2) + TOKEN + "tail").encode()
-    kept = snippet(body, frozenset({TOKEN}))
+    kept = snippet(body, Secrets(own={TOKEN}))
     assert len(kept) == SNIPPET_CHARS
     assert kept == "a" * (SNIPPET_CHARS - 2) + "RE"
 
 
 def test_a_snippet_tolerates_bytes_that_are_not_utf8() -> None:
-    assert snippet(b"ok \xff\xfe", frozenset()) == "ok \ufffd\ufffd"
+    assert snippet(b"ok \xff\xfe", NO_SECRETS) == "ok \ufffd\ufffd"

@@ -269,7 +269,7 @@ job_attempts = Table(
     Column("id", BigInteger, Identity(), primary_key=True),
     Column("job_id", Uuid, ForeignKey("scheduled_jobs.id", ondelete="CASCADE"), nullable=False),
     Column("queue_job_id", BigInteger, nullable=True),
-    Column("state", Text, nullable=False),
+    Column("state", Text, nullable=False),  # execution.recording.AttemptState
     Column("attempt", Integer, nullable=False),
     Column("max_attempts", Integer, nullable=False),
     Column("trigger", Text, nullable=False),
@@ -280,7 +280,7 @@ job_attempts = Table(
     Column("finalized_at", DateTime(timezone=True), nullable=True),
     Column("duration_ms", Integer, nullable=True),
     Column("error", Text, nullable=True),  # redacted
-    Column("last_call", JSONB, nullable=True),  # redacted: method, url, status, snippet
+    Column("last_call", JSONB, nullable=True),  # redacted; see recording.last_call
 )
 Index("ix_job_attempts_job_id_id", job_attempts.c.job_id, job_attempts.c.id.desc())
 Index("ix_job_attempts_attempted_at", job_attempts.c.attempted_at)

@@ -17,8 +17,13 @@ Guarantees:
 - The retry and loop decision never depends on whether recording worked: a recording
   that fails is retried for `RECORD_PATIENCE`, then the queue job is handed back for
   redelivery (which records it lost), so the run always goes on or ends.
-- Every terminal failure, lost and interrupted attempts included, sends the failure
-  callback once, after it is recorded.
+- An attempt that cannot read its job is tried again (nothing was sent); after
+  `DATABASE_RETRIES` deliveries its run is given up: the lock released, a one-off
+  completed.
+- Every terminal failure, lost, interrupted, abandoned and given-up attempts included,
+  sends the failure callback once, after it is recorded.
+- What is recorded (`last_call`, the error) is redacted of every secret global
+  variable's value and the request's resolved credentials.
 """
 
 from __future__ import annotations
@@ -26,7 +31,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+import uuid
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -48,14 +54,22 @@ from zilean.execution.recording import (
     Continuation,
     Ending,
     LoadedJob,
+    StoredVariable,
+    last_call,
     one_off_completion,
 )
 from zilean.execution.retry import coalesced_budget, decide_retry
 from zilean.jobkinds.errors import CallError, PermanentCallError
-from zilean.jobkinds.http.call import CallOutcome, last_call, perform, status_error
+from zilean.jobkinds.http.call import (
+    NO_REQUEST,
+    CallOutcome,
+    effective_timeout_ms,
+    perform,
+    request_fields,
+    status_error,
+)
 from zilean.jobkinds.http.request import HttpRequestSpec, build_request, open_auth_secret
 from zilean.jobkinds.http.template import references
-from zilean.jobkinds.redaction import redact
 from zilean.queue_engine.consumer import Delivery, Handler, RetryLater
 from zilean.registry.kinds import JobType
 
@@ -73,7 +87,13 @@ ATTEMPT_SAFETY_NET = 35 * 60.0  # seconds
 RECORD_PATIENCE = 60.0  # seconds a failing recording is retried before handing back
 RECORD_BACKOFF_MAX = 1.0  # seconds between recording retries, at most
 DATABASE_RETRY_MAX = 30.0  # seconds: the longest wait before a load that failed is retried
+# Deliveries of a queue job whose attempt could not read its job, before its run is given
+# up: waits of 1, 2, 4, 8, 16 s, then 30 s each, about 10 minutes in all, well within the
+# hour after which another firing would take the member's lock over.
+DATABASE_RETRIES = 25
+GIVEN_UP_ERROR = "the attempt could not read its job from the database; its run was given up"
 REDELIVER_AFTER = 1.0  # seconds before an unrecorded attempt's queue job comes back
+OPENED_SECRETS_KEPT = 4096  # decrypted secret variables a runner keeps, at most
 
 # Reasons `decide_retry` gives for a failure that must not be retried by design.
 _CANCELLING_REASONS = frozenset({"permanent", "retry_disabled"})
@@ -89,16 +109,16 @@ class QueuedAttempt:
 
 @dataclass(frozen=True)
 class CallResult:
-    """The call's outcome: a response, an error, or both (a non-2xx response)."""
+    """The call's outcome: a response, an error, or both (a non-2xx response).
+
+    An error's message is redacted where it is made (`jobkinds.http`), once: a second
+    pass could find a short secret inside `REDACTED`.
+    """
 
     spec: HttpRequestSpec | None
     outcome: CallOutcome | None
     error: CallError | None
     duration_ms: int | None
-
-    @property
-    def secrets(self) -> frozenset[str]:
-        return self.spec.secrets if self.spec is not None else frozenset()
 
 
 @dataclass(frozen=True)
@@ -147,6 +167,7 @@ class AttemptRunner:
         self._box = box
         self._record_patience = record_patience
         self._running: dict[int, _Running] = {}
+        self._opened: dict[tuple[uuid.UUID, bytes], str] = {}
         self.callbacks = Callbacks(client, default_failure_url)
 
     async def run(self, queued: QueuedAttempt, args: AttemptArgs) -> AttemptState | None:
@@ -217,6 +238,42 @@ class AttemptRunner:
                     queue_job_id=queue_job_id,
                 )
 
+    async def give_up(self, queued: QueuedAttempt, args: AttemptArgs) -> bool:
+        """End the run of an attempt that could never read its job; False when even
+        that cannot be written (the caller tries again later).
+
+        The member's lock is released, a start marker this queue job left (a read whose
+        answer was lost) is finished as failed with `GIVEN_UP_ERROR`, a one-off is
+        completed and the failure callback is sent. It is not counted as an invocation:
+        no call is known to have been made. A few statements, on a path taken only after
+        `DATABASE_RETRIES` failed reads.
+        """
+        statements = self.statements
+        try:
+            row = await statements.release(args)
+            if row is None:
+                return True  # the job is gone, and its history with it
+            record = last_call(
+                job_name=str(row["name"]),
+                timeout_ms=effective_timeout_ms(row["exec_timeout_ms"]),
+                duration_ms=None,
+                error=GIVEN_UP_ERROR,
+                kind_fields=NO_REQUEST,
+            )
+            await statements.finish_marker(queued.queue_job_id, GIVEN_UP_ERROR, record)
+            await statements.complete_one_off(args.job_id, one_off_completion(row, args.trigger))
+        except psycopg.OperationalError:
+            return False
+        log.error(
+            "the attempt could not read its job; its run is given up",
+            action="attempt.given_up",
+            job_id=args.job_id,
+            pool_index=args.pool_index,
+            attempt=args.attempt,
+        )
+        self._report_failure(row, args, GIVEN_UP_ERROR, None, attempts=args.attempt)
+        return True
+
     async def close(self) -> None:
         await self.statements.close()
 
@@ -224,14 +281,20 @@ class AttemptRunner:
         """Decide what follows `call`, record it, log it, and send the failure callback."""
         loaded, args = running.loaded, running.args
         plan = self._decide(loaded, args, call)
-        error = None if call.error is None else redact(call.error.message, call.secrets)
+        error = None if call.error is None else call.error.message
         record = AttemptRecord(
             args=args,
             queue_job_id=running.queued.queue_job_id,
             state=plan.state,
             duration_ms=call.duration_ms,
             error=error,
-            last_call=self._last_call(call),
+            last_call=last_call(
+                job_name=str(loaded.row["name"]),
+                timeout_ms=effective_timeout_ms(loaded.row["exec_timeout_ms"]),
+                duration_ms=call.duration_ms,
+                error=error,
+                kind_fields=self._request_fields(call),
+            ),
         )
         ending = Ending(
             release=plan.terminal,
@@ -258,7 +321,9 @@ class AttemptRunner:
             raise NotRecorded()
         # Not written (but no error): it was recorded already, by `interrupt` or before.
         if written and plan.terminal and plan.state is not AttemptState.SUCCEEDED:
-            self._report_failure(loaded, args, call, error)
+            self._report_failure(
+                loaded.row, args, error, self._status_code(call), attempts=args.attempt
+            )
         return plan.state
 
     async def _call(self, loaded: LoadedJob, args: AttemptArgs) -> CallResult:
@@ -269,7 +334,7 @@ class AttemptRunner:
             if row["job_type"] != JobType.HTTP:
                 raise PermanentCallError(f"job type {row['job_type']!r} is not run by this worker")
             auth_secret = open_auth_secret(row, self._box)
-            variables, secret_values = self._open_variables(loaded, auth_secret)
+            variables, secret_values = self._open_variables(row, loaded.variables, auth_secret)
             hops = args.webhook_hops if args.trigger == Trigger.WEBHOOK else None
             spec = build_request(
                 row,
@@ -293,15 +358,20 @@ class AttemptRunner:
         return CallResult(spec, outcome, status_error(spec, outcome), outcome.duration_ms)
 
     def _open_variables(
-        self, loaded: LoadedJob, auth_secret: str | None
+        self,
+        row: Mapping[str, Any],
+        loaded: Sequence[StoredVariable],
+        auth_secret: str | None,
     ) -> tuple[dict[str, str], list[str]]:
-        """Return the plaintext of every variable the job references, and the secret ones.
+        """Return the plaintext of every variable the job references, and of every secret.
 
-        Raise `PermanentCallError` for a referenced secret the current key cannot open.
+        Every secret is opened, referenced or not, since each is redacted from what the
+        attempt records. Raise `PermanentCallError` for a referenced secret the current
+        key cannot open; one that is not referenced and cannot be opened cannot be sent
+        either, and is left out.
         """
-        if not loaded.variables:  # the read loads only the variables a job may reference
+        if not loaded:  # the read loads only the variables a job may need
             return {}, []
-        row = loaded.row
         texts = [
             row["url"] or "",
             row["body"] or "",
@@ -313,23 +383,43 @@ class AttemptRunner:
         wanted = set().union(*(references(text) for text in texts))
         variables: dict[str, str] = {}
         secret_values: list[str] = []
-        for variable in loaded.variables:
-            if variable.name not in wanted:
-                continue
+        for variable in loaded:
             value = variable.value
             if variable.is_secret:
-                value = ""  # an empty secret is stored as no ciphertext
-                if variable.sealed is not None:
-                    try:
-                        value = self._box.open(variable.sealed, secret_context(variable.id))
-                    except SecretUnreadable:
+                opened = self._open_secret(variable)
+                if opened is None:
+                    if variable.name in wanted:
                         raise PermanentCallError(
                             f"the secret global variable {variable.name} cannot be decrypted "
                             "with the current key; enter it again"
-                        ) from None
+                        )
+                    continue
+                value = opened
                 secret_values.append(value)
-            variables[variable.name] = value
+            if variable.name in wanted:
+                variables[variable.name] = value
         return variables, secret_values
+
+    def _open_secret(self, variable: StoredVariable) -> str | None:
+        """Return a secret variable's plaintext ("" when empty), None when unreadable.
+
+        Opened secrets are kept by ciphertext: every attempt loads every secret, and a
+        changed value has a new ciphertext (a fresh nonce), so nothing stale is served.
+        """
+        if variable.sealed is None:
+            return ""  # an empty secret is stored as no ciphertext
+        key = (variable.id, variable.sealed)
+        cached = self._opened.get(key)
+        if cached is not None:
+            return cached
+        try:
+            value = self._box.open(variable.sealed, secret_context(variable.id))
+        except SecretUnreadable:
+            return None
+        if len(self._opened) >= OPENED_SECRETS_KEPT:
+            self._opened.clear()
+        self._opened[key] = value
+        return value
 
     def _decide(self, loaded: LoadedJob, args: AttemptArgs, call: CallResult) -> Plan:
         row = loaded.row
@@ -364,7 +454,7 @@ class AttemptRunner:
         )
         if retry.retry:
             return Plan(
-                AttemptState.FAILED, replace(args, attempt=args.attempt + 1), retry.delay_ms
+                AttemptState.RETRYING, replace(args, attempt=args.attempt + 1), retry.delay_ms
             )
         cancelled = retry.reason in _CANCELLING_REASONS
         return Plan(AttemptState.CANCELLED if cancelled else AttemptState.FAILED)
@@ -404,16 +494,13 @@ class AttemptRunner:
             wait = min(wait * 2, RECORD_BACKOFF_MAX)
 
     @staticmethod
-    def _last_call(call: CallResult) -> dict[str, Any] | None:
+    def _request_fields(call: CallResult) -> dict[str, Any]:
         if call.spec is None:
-            return None
-        result: CallOutcome | CallError
+            return NO_REQUEST
         if call.outcome is not None:
-            result = call.outcome
-        else:
-            assert call.error is not None
-            result = call.error
-        return last_call(call.spec, result, call.duration_ms or 0)
+            return request_fields(call.spec, call.outcome)
+        assert call.error is not None
+        return request_fields(call.spec, call.error)
 
     @staticmethod
     def _status_code(call: CallResult) -> int | None:
@@ -422,17 +509,23 @@ class AttemptRunner:
         return call.error.status_code if call.error is not None else None
 
     def _report_failure(
-        self, loaded: LoadedJob, args: AttemptArgs, call: CallResult, error: str | None
+        self,
+        row: Mapping[str, Any],
+        args: AttemptArgs,
+        error: str | None,
+        status_code: int | None,
+        *,
+        attempts: int,
     ) -> None:
-        url = self.callbacks.url_for(loaded.row["on_failure_url"])
+        url = self.callbacks.url_for(row["on_failure_url"])
         if url is None:
             return
         report = FailureReport(
             job_id=args.job_id,
-            name=str(loaded.row["name"]),
-            attempts=args.attempt,
+            name=str(row["name"]),
+            attempts=attempts,
             last_error=error,
-            status_code=self._status_code(call),
+            status_code=status_code,
         )
         self.callbacks.send(url, report)
 
@@ -445,8 +538,18 @@ def _elapsed_ms(started: float) -> int:
     return round((time.monotonic() - started) * 1000)
 
 
-def attempt_handler(runner: AttemptRunner) -> Handler:
-    """The queue handler for HTTP attempts: every delivery goes to `runner`."""
+def attempt_handler(
+    runner: AttemptRunner,
+    *,
+    safety_net: float = ATTEMPT_SAFETY_NET,
+    database_retries: int = DATABASE_RETRIES,
+) -> Handler:
+    """The queue handler for HTTP attempts: every delivery goes to `runner`.
+
+    An attempt that cannot read its job is delivered again later (nothing was sent),
+    `database_retries` times; after that its run is given up (`AttemptRunner.give_up`),
+    as soon as that can be written.
+    """
 
     async def handle(delivery: Delivery) -> None:
         args = AttemptArgs.from_payload(delivery.payload)
@@ -454,15 +557,17 @@ def attempt_handler(runner: AttemptRunner) -> Handler:
         try:
             await run_with_safety_net(
                 runner.run(queued, args),
-                ATTEMPT_SAFETY_NET,
+                safety_net,
                 on_abandon=lambda: runner.interrupt([delivery.queue_job_id], ABANDONED_ERROR),
             )
         except AttemptAbandoned:
             return  # recorded as failed by `on_abandon`, or lost on redelivery
         except DatabaseUnavailable as exc:
-            # Nothing was sent: try again later, for as long as the database is away.
-            delay = min(2.0**delivery.retries, DATABASE_RETRY_MAX)
-            raise RetryLater(delay, str(exc)) from None
+            if delivery.retries < database_retries:
+                delay = min(2.0**delivery.retries, DATABASE_RETRY_MAX)
+                raise RetryLater(delay, str(exc)) from None
+            if not await runner.give_up(queued, args):
+                raise RetryLater(DATABASE_RETRY_MAX, str(exc)) from None
         except NotRecorded:
             raise RetryLater(REDELIVER_AFTER, "the attempt's outcome was not recorded") from None
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+import structlog
 from sqlalchemy import func, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -22,6 +23,8 @@ from zilean.db.tables import scheduled_jobs
 from zilean.execution.enqueue import enqueue_many
 from zilean.execution.payload import AttemptArgs, Trigger
 from zilean.execution.retry import coalesced_budget
+
+log = structlog.get_logger(__name__)
 
 LOCK_STALE = timedelta(hours=1)
 
@@ -122,7 +125,19 @@ _TAKE_LOCKS = text(
 async def apply_firings(
     conn: AsyncConnection, plans: Sequence[FiringPlan], *, scheduled_at: datetime | None = None
 ) -> list[int]:
-    """Write the plans' locks (one statement) and queue their attempts (one statement)."""
+    """Write the plans' locks (one statement) and queue their attempts (one statement).
+
+    Each plan that skips busy members logs them (at info, once per firing).
+    """
+    for plan in plans:
+        if plan.busy:
+            log.info(
+                "pool members still running; skipped for this firing",
+                action="firing.members_skipped",
+                job_id=str(plan.job_id),
+                skipped=plan.busy,
+                fired=[member.pool_index for member in plan.members],
+            )
     taken = [{"id": str(plan.job_id), "locks": plan.taken} for plan in plans if plan.taken]
     if taken:
         await conn.execute(_TAKE_LOCKS, {"taken": json.dumps(taken)})

@@ -49,12 +49,14 @@ Result = TypeVar("Result")
 
 
 class AttemptState(StrEnum):
-    """An attempt's state, as the call history shows it."""
+    """An attempt's state, as the call history shows it (docs/state_machine.md)."""
 
     RUNNING = "running"  # started; its outcome is not recorded yet
     SUCCEEDED = "succeeded"  # a 2xx response (a looping job may continue)
-    FAILED = "failed"  # a failure; retried while the attempt budget lasts
-    CANCELLED = "cancelled"  # can never succeed as configured, or retries are off
+    RETRYING = "retrying"  # failed, and the next attempt of its run is queued
+    FAILED = "failed"  # failed, and its run ends failed: the attempt budget is spent
+    CANCELLED = "cancelled"  # failed, and its run ends: it can never succeed as
+    # configured (a configuration error), or retries are off
 
     @property
     def finished(self) -> bool:
@@ -81,15 +83,17 @@ _GATED = """     CROSS JOIN LATERAL (
      ) disabled
 """
 
-# The global variables the job references. The sealed auth secret may itself hold
-# `{{name}}`: SQL cannot see inside it, so a job with one loads every variable and the
-# worker opens only those it references.
+# The global variables the job references, and every secret one: what the attempt
+# records is redacted of every secret's value, referenced or not. The sealed auth secret
+# may itself hold `{{name}}`: SQL cannot see inside it, so a job with one loads every
+# variable and the worker substitutes only those it references.
 _VARIABLES = """       (SELECT coalesce(jsonb_agg(jsonb_build_object(
                    'id', var.id, 'name', var.name, 'value', var.value,
                    'is_secret', var.is_secret, 'sealed', encode(var.secret_value, 'base64'))),
                '[]'::jsonb)
           FROM global_variables var
-         WHERE job.auth_secret IS NOT NULL
+         WHERE var.is_secret
+            OR job.auth_secret IS NOT NULL
             OR concat_ws(' ', job.url, job.body, job.query_params::text, job.headers::text,
                          job.auth_config::text) ~ ('\\{\\{\\s*' || var.name || '\\s*\\}\\}')
        ) AS variables
@@ -324,6 +328,29 @@ def _variable(item: Mapping[str, Any]) -> StoredVariable:
     )
 
 
+def last_call(
+    *,
+    job_name: str,
+    timeout_ms: int,
+    duration_ms: int | None,
+    error: str | None,
+    kind_fields: Mapping[str, Any],
+) -> dict[str, Any]:
+    """Return an attempt's `last_call`: the fields every job kind records, then its own.
+
+    `timeout_ms` is the timeout the attempt ran under, `duration_ms` None when unknown (a
+    lost attempt), `error` None after a success. Each kind adds what it sent and got back
+    (an HTTP job: `jobkinds.http.call.request_fields`); every text is already redacted.
+    """
+    return {
+        "job_name": job_name,
+        "timeout_ms": timeout_ms,
+        "duration_ms": duration_ms,
+        "error": error,
+        **kind_fields,
+    }
+
+
 @dataclass(frozen=True)
 class AttemptRecord:
     """One finished attempt, ready to be written (every text field already redacted)."""
@@ -455,6 +482,25 @@ SELECT input.ord, CASE WHEN history.queue_job_id IS NULL THEN NULL ELSE now() EN
 # A deleted one-off takes its history with it (ON DELETE CASCADE): nothing to add. Rare
 # (the end of a one-off run), so sent on its own.
 RECORD_DELETING = "DELETE FROM scheduled_jobs WHERE id = %(job_id)s RETURNING now() AS recorded_at"
+
+# The end of a run whose attempt could never read its job (`AttemptRunner.give_up`):
+# the member's lock, a start marker left behind, a one-off's completion. Rare, so each is
+# a plain statement of its own.
+RELEASE = """
+UPDATE scheduled_jobs
+   SET running_since_by_pool = running_since_by_pool - %(lock_key)s::text
+ WHERE id = %(job_id)s
+RETURNING name, exec_timeout_ms, on_failure_url, schedule_type, one_off_after_run
+"""
+FINISH_MARKER = """
+UPDATE job_attempts
+   SET state = 'failed', finalized_at = now(), error = %(error)s, last_call = %(last_call)s
+ WHERE queue_job_id = %(queue_job_id)s AND state = 'running'
+RETURNING queue_job_id
+"""
+ONE_OFF_KEEP = """
+UPDATE scheduled_jobs SET enabled = false, updated_at = now() WHERE id = %(job_id)s RETURNING id
+"""
 
 # One attempt alone: the same recording without the arrays and sums (about half the
 # server time, which a looping job pays on every iteration). It waits for its job row,
@@ -699,3 +745,21 @@ class AttemptStatements:
             row = await self.singles.fetch_first(RECORD_DELETING, {"job_id": record.job_id})
             return None if row is None else row["recorded_at"]
         return await self.records.submit(AttemptToRecord(record, ending, continuation))
+
+    async def release(self, args: AttemptArgs) -> dict[str, Any] | None:
+        """Give the member's lock back; return the job's name, timeout, failure URL and
+        one-off settings, or None when the job is gone."""
+        params = {"job_id": uuid.UUID(args.job_id), "lock_key": _lock_key(args.pool_index)}
+        return await self.singles.fetch_first(RELEASE, params)
+
+    async def finish_marker(self, queue_job_id: int, error: str, last_call: dict[str, Any]) -> None:
+        """Finish this queue job's start marker, if one is left, as failed with `error`."""
+        params = {"queue_job_id": queue_job_id, "error": error, "last_call": Jsonb(last_call)}
+        await self.singles.fetch_first(FINISH_MARKER, params)
+
+    async def complete_one_off(self, job_id: str, completion: OneOffAfterRun | None) -> None:
+        """Apply a one-off's completion (`one_off_completion`) outside a recording."""
+        if completion is None:
+            return
+        sql = RECORD_DELETING if completion is OneOffAfterRun.DELETE else ONE_OFF_KEEP
+        await self.singles.fetch_first(sql, {"job_id": uuid.UUID(job_id)})

@@ -7,13 +7,14 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from zilean.api.access import actor_of, require
 from zilean.auth.permissions import Permission
 from zilean.auth.principal import Principal
 from zilean.errors import InvalidInput
 from zilean.execution.history import DEFAULT_CALLS_LIMIT, MAX_CALLS_LIMIT, recent_calls
+from zilean.execution.recording import AttemptState
 from zilean.execution.run_now import run_now
 from zilean.registry.jobs import load_row
 
@@ -34,16 +35,37 @@ class RunQueued(BaseModel):
 
 
 class LastCall(BaseModel):
-    method: str
-    url: str
-    status_code: int | None
-    duration_ms: int
-    response_snippet: str
+    """What one attempt sent and what came back, as recorded: secrets read `REDACTED`.
+
+    `job_name`, `timeout_ms`, `duration_ms` and `error` are recorded for every attempt,
+    whatever the job's kind; the other fields belong to the kind. For an HTTP job they
+    are null when no request was built (a configuration error, or an attempt whose
+    worker was lost).
+    """
+
+    job_name: str = Field(description="The job's name when the attempt ran.")
+    timeout_ms: int = Field(description="The timeout the attempt ran under.")
+    duration_ms: int | None = Field(description="Null when unknown (a lost attempt).")
+    error: str | None = Field(description="Why the attempt failed; null after a success.")
+    method: str | None = Field(None, description="HTTP: the request's method.")
+    url: str | None = Field(None, description="HTTP: the URL requested, query included.")
+    status_code: int | None = Field(None, description="HTTP: null when no response came.")
+    response_snippet: str | None = Field(
+        None, description="HTTP: the first 500 characters of the response body."
+    )
 
 
 class CallEntry(BaseModel):
-    job_id: int | None
-    state: str
+    """One attempt in a job's call history.
+
+    `state` is `running` while the call is in flight, then `succeeded`; a failure is
+    `retrying` when the run's next attempt is queued, `failed` when the run ends failed
+    (the attempt budget is spent), and `cancelled` when it ends because the job can
+    never succeed as configured or retries are off (docs/state_machine.md).
+    """
+
+    job_id: int | None = Field(description="The queue job's id, not the registry id.")
+    state: AttemptState
     attempt: int
     max_attempts: int
     trigger: str
@@ -54,7 +76,7 @@ class CallEntry(BaseModel):
     last_error: str | None
     pool_index: int
     loop_iteration: int
-    last_call: LastCall | None
+    last_call: LastCall | None = Field(description="Null only while the attempt runs.")
 
 
 @router.post("/{job_id}/run", operation_id="run_job")

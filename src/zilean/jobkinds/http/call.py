@@ -31,7 +31,7 @@ from yarl import URL
 
 from zilean.jobkinds.errors import CallError, PermanentCallError
 from zilean.jobkinds.http.request import ALLOWED_SCHEMES, HttpRequestSpec, wire_url
-from zilean.jobkinds.redaction import longest_form, redact
+from zilean.jobkinds.redaction import Secrets
 
 MAX_RESPONSE_BYTES = 4 * 1024 * 1024  # 4 MiB, after content decoding
 SNIPPET_CHARS = 500  # characters of response body kept in `last_call`
@@ -145,13 +145,12 @@ async def perform(
     keeps the status code when a response had started. Raise `PermanentCallError` for a
     URL that cannot be sent. A `timeout_ms` of 0 or less means `DEFAULT_EXEC_TIMEOUT_MS`.
     """
-    if timeout_ms <= 0:
-        timeout_ms = DEFAULT_EXEC_TIMEOUT_MS
+    timeout_ms = effective_timeout_ms(timeout_ms)
     started = time.monotonic()
     try:
         url, userinfo_auth = request_target(spec.url)
     except ValueError as exc:
-        raise PermanentCallError(redact(f"url cannot be sent: {exc}", spec.secrets)) from None
+        raise PermanentCallError(spec.secrets.redact(f"url cannot be sent: {exc}")) from None
     if url.scheme not in ALLOWED_SCHEMES:
         raise CallError(
             f"request failed: scheme {url.scheme!r} is not allowed (http and https only)"
@@ -196,7 +195,7 @@ async def perform(
         raise
     except aiohttp.InvalidURL as exc:
         detail = _detail(exc, url, spec)
-        raise PermanentCallError(redact(f"url cannot be sent: {detail}", spec.secrets)) from None
+        raise PermanentCallError(spec.secrets.redact(f"url cannot be sent: {detail}")) from None
     except (aiohttp.ClientError, OSError, ValueError, UnicodeError, zlib.error) as exc:
         if deadline.expired():  # cancelled by the deadline, but surfaced as another error
             raise CallError(
@@ -206,7 +205,7 @@ async def perform(
             ) from None
         what = "reading the response failed" if status is not None else "request failed"
         raise CallError(
-            redact(f"{what}: {_detail(exc, url, spec)}", spec.secrets),
+            spec.secrets.redact(f"{what}: {_detail(exc, url, spec)}"),
             status_code=status,
             retry_after=retry_after,
         ) from None
@@ -238,7 +237,7 @@ def _job_headers(
     return result
 
 
-def _chunked(headers: list[tuple[str, str]], body: bytes | None, secrets: frozenset[str]) -> bool:
+def _chunked(headers: list[tuple[str, str]], body: bytes | None, secrets: Secrets) -> bool:
     """Return whether the job asked for a chunked body; refuse framing that cannot be sent.
 
     aiohttp frames the body itself and never sees the job's headers (they go on in
@@ -256,10 +255,9 @@ def _chunked(headers: list[tuple[str, str]], body: bytes | None, secrets: frozen
     for name, value in framing:
         if name == "content-length" and value != str(size):
             raise CallError(
-                redact(
+                secrets.redact(
                     f"request failed: the Content-Length header says {value!r} "
-                    f"but the body has {size} bytes",
-                    secrets,
+                    f"but the body has {size} bytes"
                 )
             )
     return False
@@ -414,18 +412,27 @@ def status_error(spec: HttpRequestSpec, outcome: CallOutcome) -> CallError | Non
     )
 
 
-def snippet(body: bytes, secrets: frozenset[str]) -> str:
+def snippet(body: bytes, secrets: Secrets) -> str:
     """Return the first `SNIPPET_CHARS` characters of `body` as text, redacted."""
     # Redact a window long enough to hold a secret that straddles the cut, then cut.
-    window = SNIPPET_CHARS + longest_form(secrets)
+    window = SNIPPET_CHARS + secrets.longest_form()
     text = body[: window * 4].decode("utf-8", errors="replace")[:window]
-    return redact(text, secrets)[:SNIPPET_CHARS]
+    return secrets.redact(text)[:SNIPPET_CHARS]
 
 
-def last_call(
-    spec: HttpRequestSpec, result: CallOutcome | CallError, duration_ms: int
-) -> dict[str, Any]:
-    """Return the `last_call` record of an attempt: what was sent and what came back."""
+# An HTTP attempt's part of `last_call` when no request was built (a configuration
+# error, or an attempt whose worker was lost): nothing is known of a request.
+NO_REQUEST: dict[str, Any] = {
+    "method": None,
+    "url": None,
+    "status_code": None,
+    "response_snippet": None,
+}
+
+
+def request_fields(spec: HttpRequestSpec, result: CallOutcome | CallError) -> dict[str, Any]:
+    """Return an HTTP attempt's part of `last_call`: what was sent and what came back,
+    redacted. A failure that read no body has an empty snippet."""
     if isinstance(result, CallOutcome):
         status_code: int | None = result.status_code
         body = result.body
@@ -433,8 +440,14 @@ def last_call(
         status_code, body = result.status_code, b""
     return {
         "method": spec.method,
-        "url": redact(spec.url, spec.secrets),
+        "url": spec.secrets.redact(spec.url),
         "status_code": status_code,
-        "duration_ms": duration_ms,
         "response_snippet": snippet(body, spec.secrets),
     }
+
+
+def effective_timeout_ms(exec_timeout_ms: int | None) -> int:
+    """Return the timeout an attempt runs under: `exec_timeout_ms`, or the default for 0."""
+    if exec_timeout_ms is None or exec_timeout_ms <= 0:
+        return DEFAULT_EXEC_TIMEOUT_MS
+    return exec_timeout_ms

@@ -25,8 +25,8 @@ from yarl import URL
 from zilean.crypto.contexts import auth_context
 from zilean.crypto.secretbox import SecretBox, SecretUnreadable
 from zilean.jobkinds.errors import PermanentCallError
-from zilean.jobkinds.http.template import references, substitute
-from zilean.jobkinds.redaction import redact
+from zilean.jobkinds.http.template import substitute
+from zilean.jobkinds.redaction import Secrets
 from zilean.registry.auth_secrets import DEFAULT_API_KEY_HEADER
 from zilean.registry.kinds import AuthType
 
@@ -60,10 +60,10 @@ class HttpRequestSpec:
     url: str
     headers: list[tuple[str, str]] = field(repr=False)
     body: bytes | None = field(repr=False)
-    secrets: frozenset[str] = field(repr=False)
+    secrets: Secrets = field(repr=False)
 
     def __repr__(self) -> str:  # a spec that ends up in a log line must not leak
-        return f"HttpRequestSpec({self.method} {redact(self.url, self.secrets)})"
+        return f"HttpRequestSpec({self.method} {self.secrets.redact(self.url)})"
 
     def header(self, name: str) -> str | None:
         """Return the last value of header `name` (case-insensitive), or None."""
@@ -72,22 +72,21 @@ class HttpRequestSpec:
 
 
 class _Resolver:
-    """Substitutes variables and remembers which secret values went into the request."""
+    """Substitutes variables, and collects what the request's records must not show."""
 
     def __init__(self, variables: Mapping[str, str], secret_values: Iterable[str]) -> None:
         self._variables = variables
-        self._secret_values = frozenset(value for value in secret_values if value)
-        self.secrets: set[str] = set()
+        self.secrets = Secrets(shared=secret_values)
 
     def __call__(self, text: str) -> str:
-        for name in references(text):
-            value = self._variables.get(name)
-            if value is not None and value in self._secret_values:
-                self.secrets.add(value)
         return substitute(text, self._variables)
 
+    def credential(self, *values: str) -> None:
+        """Mark resolved credentials (auth values, a URL password) for redaction."""
+        self.secrets = self.secrets.adding(*values)
+
     def fail(self, message: str) -> PermanentCallError:
-        return PermanentCallError(redact(message, self.secrets))
+        return PermanentCallError(self.secrets.redact(message))
 
 
 def build_request(
@@ -101,16 +100,20 @@ def build_request(
 ) -> HttpRequestSpec:
     """Build the request for one attempt of the HTTP job `job` (a `scheduled_jobs` row).
 
-    `variables` maps every global variable name to its plaintext value; `secret_values`
-    are the plaintexts of the secret ones, recorded in the spec (when used) for redaction.
-    `auth_secret` is the job's decrypted auth secret, if it has one. `webhook_hops` is
-    the incoming hop count of a webhook-triggered run, None for any other run.
+    `variables` maps the global variable names the job references to their plaintext;
+    `secret_values` are the plaintexts of every secret global variable, referenced or
+    not: the spec's `secrets` holds them and the resolved auth credentials, for
+    redaction. `auth_secret` is the job's decrypted auth secret, if it has one.
+    `webhook_hops` is the incoming hop count of a webhook-triggered run, None otherwise.
 
     Raise `PermanentCallError` for a URL that is not a valid http(s) URL after
     substitution, an unknown auth type, a missing required auth field, or a method or
     header that cannot be sent.
     """
     resolve = _Resolver(variables, secret_values)
+    # Resolved before anything else, so that no error message can carry it.
+    credential = resolve(auth_secret or "")
+    resolve.credential(credential)
 
     method = _text(job.get("http_method")).strip().upper() or DEFAULT_METHOD
     if not _TOKEN.match(method):
@@ -137,7 +140,7 @@ def build_request(
     if body is not None and not any(key.lower() == "content-type" for key, _ in headers):
         headers.append(("Content-Type", "application/json"))
 
-    _apply_auth(job, headers, auth_secret, resolve)
+    _apply_auth(job, headers, credential, resolve)
 
     # Loop protection comes last so that no header or auth setting can reset the count.
     hops = 1 if webhook_hops is None else webhook_hops + 1
@@ -145,7 +148,7 @@ def build_request(
 
     _check_headers(headers, resolve)
     return HttpRequestSpec(
-        method=method, url=url, headers=headers, body=body, secrets=frozenset(resolve.secrets)
+        method=method, url=url, headers=headers, body=body, secrets=resolve.secrets
     )
 
 
@@ -191,10 +194,11 @@ def _mapping(value: Any) -> Mapping[str, Any]:
 
 def _body(raw: Any, resolve: _Resolver) -> bytes | None:
     # The stored body is JSON text; substitution works on that text, unescaped, and
-    # the result is sent as is (it need not stay valid JSON).
+    # the result is sent as is, byte for byte (it need not stay valid JSON). A JSON value
+    # read back from a JSON column keeps its non-ASCII characters as they are.
     if raw is None:
         return None
-    text = raw if isinstance(raw, str) else json.dumps(raw)
+    text = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
     return resolve(text).encode("utf-8")
 
 
@@ -283,7 +287,7 @@ def _check_url(url: str, resolve: _Resolver) -> str:
     if parts.scheme.lower() not in ALLOWED_SCHEMES or not parts.hostname:
         raise resolve.fail(f"url {url!r} is not an absolute http or https URL")
     if parts.password:  # URL userinfo is sent as basic auth: the password is a credential
-        resolve.secrets.update({parts.password, unquote(parts.password)})
+        resolve.credential(parts.password, unquote(parts.password))
     return url
 
 
@@ -311,9 +315,10 @@ def _set_header(headers: list[tuple[str, str]], name: str, value: str) -> None:
 def _apply_auth(
     job: Mapping[str, Any],
     headers: list[tuple[str, str]],
-    auth_secret: str | None,
+    secret: str,
     resolve: _Resolver,
 ) -> None:
+    """Set the auth header; `secret` is the resolved auth secret (already a credential)."""
     raw = _text(job.get("auth_type")).strip() or AuthType.NONE
     try:
         auth_type = AuthType(raw.lower())
@@ -322,26 +327,21 @@ def _apply_auth(
     if auth_type is AuthType.NONE:
         return
     config = _mapping(job.get("auth_config"))
-    secret = resolve(auth_secret or "")
     if auth_type is AuthType.BEARER:
         if not secret:
             raise resolve.fail("auth_config.token is required for bearer auth")
-        resolve.secrets.add(secret)
         _set_header(headers, "Authorization", f"Bearer {secret}")
     elif auth_type is AuthType.BASIC:
         username = resolve(_text(config.get("username")))
         if not username:
             raise resolve.fail("auth_config.username is required for basic auth")
         pair = base64.b64encode(f"{username}:{secret}".encode()).decode("ascii")
-        if secret:  # an empty password is allowed
-            resolve.secrets.add(secret)
-        resolve.secrets.add(pair)
+        resolve.credential(pair)
         _set_header(headers, "Authorization", f"Basic {pair}")
     else:
         name = resolve(_text(config.get("header_name"))).strip() or DEFAULT_API_KEY_HEADER
         if not secret:
             raise resolve.fail("auth_config.api_key is required for api_key auth")
-        resolve.secrets.add(secret)
         _set_header(headers, name, secret)
 
 
