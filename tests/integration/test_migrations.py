@@ -125,7 +125,7 @@ def test_a_database_from_the_procrastinate_era_moves_its_queue_across(
     assert leftovers == [(0,), (0,), (0,)]
 
 
-def test_revision_0010_tells_retried_failures_apart_and_fills_in_last_call(
+def test_revision_0011_tells_retried_failures_apart_and_fills_in_last_call(
     empty_database_url: str,
 ) -> None:
     with alembic_on(empty_database_url) as config:

@@ -11,16 +11,16 @@ timeout were not recorded at the time: the job's current ones stand in. An attem
 that had no `last_call` (a configuration error, a lost worker) gets the HTTP fields as
 nulls, as one recorded now does.
 
-Revision ID: 0010
-Revises: 0009
+Revision ID: 0011
+Revises: 0010
 """
 
 from __future__ import annotations
 
 from alembic import op
 
-revision = "0010"
-down_revision = "0009"
+revision = "0011"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 
