@@ -7,12 +7,56 @@ and timestamps, which JSON can carry only as strings, are parsed from text.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Strict, model_validator
+
+_JSON = json.JSONDecoder()
+_WHITESPACE = " \t\n\r"
+
+
+def _skip_space(text: str, at: int) -> int:
+    while at < len(text) and text[at] in _WHITESPACE:
+        at += 1
+    return at
+
+
+def raw_member(document: bytes | str, key: str) -> str | None:
+    """The text of `key`'s value in a JSON object, exactly as the client wrote it.
+
+    Parsing gives the value, not its spelling: a job's `body` is sent as written
+    (`"Zürich"`, `1.50`, the client's spacing), so the route keeps the text too. None when
+    `document` is not an object or lacks `key`; the last of duplicate keys wins, as it
+    does for `json.loads`.
+    """
+    try:
+        text = document.decode() if isinstance(document, bytes) else document
+        at = _skip_space(text, 1 if text.startswith("\ufeff") else 0)
+        if text[at : at + 1] != "{":
+            return None
+        at = _skip_space(text, at + 1)
+        found = None
+        while text[at : at + 1] == '"':
+            name, at = _JSON.raw_decode(text, at)
+            at = _skip_space(text, at)
+            if text[at : at + 1] != ":":
+                return None
+            start = _skip_space(text, at + 1)
+            _, end = _JSON.raw_decode(text, start)
+            if name == key:
+                found = text[start:end]
+            at = _skip_space(text, end)
+            if text[at : at + 1] != ",":
+                break
+            at = _skip_space(text, at + 1)
+        return found
+    except (UnicodeDecodeError, ValueError):
+        return None
+
 
 # JSON has no UUID or timestamp type: these two are read from their string forms.
 TextUUID = Annotated[uuid.UUID, Strict(False)]

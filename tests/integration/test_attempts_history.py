@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.support.actors import Cast
+from tests.support.actors import Cast, client_for
 from tests.support.attempts import add_variable, calls, http_job, run_now, settled, worker_for
 from tests.support.jobs import create
 from tests.support.target import ScriptedResponse, http_target
@@ -152,22 +152,46 @@ async def test_every_secret_and_credential_is_redacted_wherever_it_is_recorded(
         assert not any(value in recorded for value in echoed), recorded
 
 
-async def test_the_body_is_sent_as_stored_after_substitution(
+async def test_the_body_is_sent_as_the_client_wrote_it_after_substitution(
     core_app: FastAPI, engine: AsyncEngine, database_url: str, cast: Cast
 ) -> None:
-    """Byte for byte: non-ASCII characters unescaped, spacing and number spelling kept."""
+    """Byte for byte: non-ASCII characters unescaped, spacing and number spelling kept,
+    through a create, a PATCH of another field and a PUT of the job as GET showed it; a
+    PATCH that sets a new body is sent as that patch wrote it."""
     await add_variable(core_app, cast.alice.session, "WHO", "Ünal")
-    raw = '{"city":"Zürich",  "n": 1.50, "who": "{{ WHO }}", "kept": "\\u00e9"}\n'
+    raw = '{"city":"Zürich",  "n": 1.50, "who": "{{ WHO }}", "kept": "\\u00e9"}'
+    new_raw = '[1.0,  "ü"]'
     with http_target() as target:
-        job = await http_job(core_app, cast.alice.session, target, http_method="POST", body={})
-        async with engine.begin() as conn:  # the text as a client wrote it
-            await conn.execute(
-                text("UPDATE scheduled_jobs SET body = :raw WHERE id = :id"),
-                {"raw": raw, "id": job["id"]},
+        job_text = (
+            f'{{"name": "as written", "url": "{target.base_url}/work", "http_method": "POST",'
+            f' "cron_expression": "@daily", "body":  {raw} }}'
+        )
+        async with client_for(core_app, cast.alice.session) as alice:
+            created = await alice.post(
+                "/api/jobs", content=job_text.encode(), headers={"content-type": "application/json"}
             )
-        await run_now(core_app, cast.alice.session, job["id"])
+            path = f"/api/jobs/{created.json()['id']}"
+            patched = await alice.patch(path, json={"retry_max_attempts": 2})
+            shown = (await alice.get(path)).json()
+            replaced = await alice.put(path, json=shown)
+        assert (created.status_code, patched.status_code, replaced.status_code) == (201, 200, 200)
+        await run_now(core_app, cast.alice.session, shown["id"])
         async with worker_for(database_url) as worker:
             await worker.drain(lambda: settled(engine))
-    [sent] = target.requests
-    assert sent.body == raw.replace("{{ WHO }}", "Ünal").encode()
-    assert sent.headers["content-type"] == "application/json"
+            async with client_for(core_app, cast.alice.session) as alice:
+                new_body = await alice.patch(
+                    path,
+                    content=f'{{"body": {new_raw}}}'.encode(),
+                    headers={"content-type": "application/merge-patch+json"},
+                )
+            assert new_body.status_code == 200, new_body.text
+            await run_now(core_app, cast.alice.session, shown["id"])
+
+            async def second_sent() -> bool:
+                return len(target.requests) == 2 and await settled(engine)
+
+            await worker.drain(second_sent)
+    first, second = target.requests
+    assert first.body == raw.replace("{{ WHO }}", "Ünal").encode()
+    assert first.headers["content-type"] == "application/json"
+    assert second.body == new_raw.encode()

@@ -687,3 +687,20 @@ async def test_the_export_leaves_notify_columns_blank_without_notify_read(
     notify_on = header.split(",").index("notify_on")
     assert full_row.split(",")[notify_on] == "failure"
     assert limited_row.split(",")[notify_on] == ""
+
+
+async def test_a_body_cell_is_stored_as_written_and_kept_when_a_merge_leaves_it(
+    core_app: FastAPI, cast: Cast, engine: AsyncEngine
+) -> None:
+    body = '{"city":"Zürich",  "n": 1.50}'
+    quoted = '"' + body.replace('"', '""') + '"'
+    async with client_for(core_app, cast.alice.session) as alice:
+        await import_csv(
+            alice, f"name,url,cron_expression,body\nn,https://a.example/x,@daily,{quoted}\n"
+        )
+        await import_csv(
+            alice, "name,retry_max_attempts\nn,3\n", on_collision="merge", merge_priority="source"
+        )
+    async with engine.connect() as conn:
+        stored = (await conn.execute(select(scheduled_jobs.c.body))).scalars().all()
+    assert stored == [body]

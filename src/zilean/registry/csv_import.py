@@ -201,13 +201,16 @@ def merge(
     return merged
 
 
-def _job_write(values: Mapping[str, Any]) -> JobWrite:
+def _job_write(values: Mapping[str, Any], row: CsvRow) -> JobWrite:
+    """Validate a row's values; a `body` cell's text is kept as written (see `_body_text`)."""
+    body_cell = row.cells.get("body", "").strip()
     try:
         # Cells are text: `true` and `60000` are read as the column's type.
-        return JobWrite.model_validate(values, strict=False)
+        job = JobWrite.model_validate(values, strict=False)
     except ValidationError as exc:
         # Worded as the API words a request body's first error.
         raise InvalidInput(validation_message(exc.errors())) from None
+    return job.with_body_text(body_cell or None)
 
 
 @dataclass
@@ -324,7 +327,7 @@ async def _import_row(
             "through the API"
         )
     if not matches:
-        job = await create_job(conn, run.principal, run.actor, run.context, _job_write(values))
+        job = await create_job(conn, run.principal, run.actor, run.context, _job_write(values, row))
         result.succeeded(RowStatus.CREATED, job)
         return
     job_id = result.job_id = matches[0]
@@ -335,5 +338,6 @@ async def _import_row(
         await load_row(conn, job_id, lock=True)  # held until the update below commits
         target = await get_job(conn, run.context, job_id)
         values = merge(target, values, run.merge_priority)
-    job = await update_job(conn, run.principal, run.actor, run.context, job_id, _job_write(values))
+    write = _job_write(values, row)
+    job = await update_job(conn, run.principal, run.actor, run.context, job_id, write)
     result.succeeded(RowStatus.UPDATED, job)

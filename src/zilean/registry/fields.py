@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from zilean.input_models import StrictInput, TextDatetime
 from zilean.registry.kinds import (
@@ -55,6 +55,17 @@ class JobInput(StrictInput):
 
 class JobWrite(JobInput):
     """A job as clients send it. `PUT` takes the whole object; omitted fields take defaults."""
+
+    # `body`'s JSON text as the client wrote it, when the caller knows it (`raw_member`).
+    _body_text: str | None = PrivateAttr(None)
+
+    def with_body_text(self, text: str | None) -> JobWrite:
+        self._body_text = text
+        return self
+
+    @property
+    def body_text(self) -> str | None:
+        return self._body_text
 
     name: str = Field(max_length=MAX_NAME_LENGTH, description="Required; blank is refused.")
     group_name: str = Field(

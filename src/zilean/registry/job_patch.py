@@ -3,6 +3,7 @@
 The patched job goes through exactly the validation `PUT` uses, so a script can change
 one field without resending, or knowing, the others. Fields the patch leaves out keep
 their stored values; a member set to `null` is removed, so the field takes its default.
+`body` is the exception to merging: it is the request's own JSON, replaced whole.
 """
 
 from __future__ import annotations
@@ -55,6 +56,9 @@ def patched_job(current: Mapping[str, Any], patch: Mapping[str, Any]) -> JobWrit
     fields = {name: current[name] for name in JobWrite.model_fields if name in current}
     # Left out, the stored volume declaration is kept (as `PUT` does), even an unreadable one.
     fields.pop("capabilities", None)
+    if "body" in patch:
+        # The body is one raw JSON value, sent as written: a patch replaces it whole.
+        fields.pop("body", None)
     merged = merge_patch(fields, patch)
     try:
         return JobWrite.model_validate(merged)

@@ -204,12 +204,16 @@ async def patch_job(
     context: RegistryContext,
     job_id: uuid.UUID,
     patch: Mapping[str, Any],
+    body_text: str | None = None,
 ) -> dict[str, Any]:
-    """Apply a JSON merge patch to the job, then save it as `update_job` saves a `PUT`."""
+    """Apply a JSON merge patch to the job, then save it as `update_job` saves a `PUT`.
+
+    `body_text` is the patch's `body` as the client wrote it, if it sets one.
+    """
     current = job_public(
         await load_row(conn, job_id, lock=True), await _now(conn), context.default_timezone
     )
-    job = patched_job(current, patch)
+    job = patched_job(current, patch).with_body_text(body_text if "body" in patch else None)
     return await update_job(conn, principal, actor, context, job_id, job)
 
 

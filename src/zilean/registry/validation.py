@@ -260,7 +260,7 @@ async def _http_values(
         "http_method": method,
         "url": url,
         "query_params": job.query_params,
-        "body": None if job.body is None else json.dumps(job.body),
+        "body": _body_text(job, stored),
         "headers": job.headers,
         "auth_type": str(auth_type),
         "auth_config": public,
@@ -270,6 +270,29 @@ async def _http_values(
         "script_secret_vars": [],
         "capabilities": {},
     }
+
+
+def _body_text(job: JobWrite, stored: dict[str, Any] | None) -> str | None:
+    """What the job will send. While the value is unchanged (a `PATCH` of another field, a
+    `PUT` of what `GET` showed), the stored text stays as it was; a new value is kept as
+    the client wrote it, or else plainly encoded: `"Zürich"` never becomes `"Z\\u00fcrich"`."""
+    if job.body is None:
+        return None
+    if stored is not None and stored["body"] is not None:
+        try:
+            unchanged = _canonical(json.loads(stored["body"])) == _canonical(job.body)
+        except ValueError:
+            unchanged = False
+        if unchanged:
+            return str(stored["body"])
+    if job.body_text is not None:
+        return job.body_text
+    return json.dumps(job.body, ensure_ascii=False)
+
+
+def _canonical(value: Any) -> str:
+    # `1`, `1.0` and `true` compare equal in Python; their JSON spellings do not.
+    return json.dumps(value, sort_keys=True)
 
 
 async def _script_values(

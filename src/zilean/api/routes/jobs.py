@@ -14,6 +14,7 @@ from zilean.api.job_views import JobView, job_view
 from zilean.api.responses import ResponseModel
 from zilean.auth.permissions import Permission
 from zilean.auth.principal import Principal
+from zilean.input_models import raw_member
 from zilean.registry import jobs as service
 from zilean.registry.fields import JobWrite
 from zilean.registry.job_patch import JobPatch
@@ -30,6 +31,11 @@ def registry_context(request: Request) -> RegistryContext:
 
 
 Context = Annotated[RegistryContext, Depends(registry_context)]
+
+
+async def as_written(job: JobWrite, request: Request) -> JobWrite:
+    """`job` with its `body` text as the client wrote it, to be sent the same way."""
+    return job.with_body_text(raw_member(await request.body(), "body"))
 
 
 class UpdatedCount(ResponseModel):
@@ -65,7 +71,9 @@ async def create_job(
     """Create a job. Script jobs also need jobs:script. A webhook job's token is returned
     here once, as `webhook_token` and `webhook_url`."""
     async with request.app.state.engine.begin() as conn:
-        job = await service.create_job(conn, principal, actor_of(request, principal), context, body)
+        job = await service.create_job(
+            conn, principal, actor_of(request, principal), context, await as_written(body, request)
+        )
     return job_view(job, principal)
 
 
@@ -100,7 +108,12 @@ async def replace_job(
     """Replace the whole job (no partial updates). `job_type` cannot change (409)."""
     async with request.app.state.engine.begin() as conn:
         job = await service.update_job(
-            conn, principal, actor_of(request, principal), context, job_id, body
+            conn,
+            principal,
+            actor_of(request, principal),
+            context,
+            job_id,
+            await as_written(body, request),
         )
     return job_view(job, principal)
 
@@ -128,9 +141,10 @@ async def patch_job(
     `application/json` is accepted as well as `application/merge-patch+json`.
     """
     patch = body.model_dump(exclude_unset=True)
+    body_text = raw_member(await request.body(), "body")
     async with request.app.state.engine.begin() as conn:
         job = await service.patch_job(
-            conn, principal, actor_of(request, principal), context, job_id, patch
+            conn, principal, actor_of(request, principal), context, job_id, patch, body_text
         )
     return job_view(job, principal)
 
