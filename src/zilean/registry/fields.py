@@ -7,6 +7,7 @@ auth shapes) live in `validation.py`.
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Annotated, Any
 
 from pydantic import Field, PrivateAttr
@@ -18,7 +19,23 @@ from zilean.registry.kinds import (
     MAX_NAME_LENGTH,
     MAX_POOL_COUNT,
     MAX_RETRY_ATTEMPTS,
+    AuthType,
+    JobType,
+    NotifyOn,
+    OverlapPolicy,
+    RetryMode,
 )
+from zilean.schedules import ScheduleType
+
+
+def choices(kind: type[StrEnum]) -> dict[str, Any]:
+    """The schema's `enum` for a text field the registry checks against `kind`.
+
+    The field stays `str` so that a wrong value gets the registry's own message, naming
+    the choices and the value, in the API and the CSV import alike.
+    """
+    return {"enum": [str(member) for member in kind]}
+
 
 # Pydantic leaves factory defaults out of the schema: `json_schema_extra` below states them.
 Milliseconds = Annotated[int, Field(ge=0, le=86_400_000)]
@@ -75,7 +92,7 @@ class JobWrite(JobInput):
     )
     enabled: bool = True
 
-    schedule_type: str = Field("cron", description="`cron`, `rate`, `one_off` or `webhook`.")
+    schedule_type: str = Field("cron", json_schema_extra=choices(ScheduleType))
     cron_expression: str = Field(
         "",
         description="5-field cron, a descriptor such as `@daily`, or `@every <duration>` "
@@ -93,9 +110,8 @@ class JobWrite(JobInput):
     )  # fmt: skip
 
     job_type: str = Field(
-        "http", description="`http`, `bash`, `javascript`, `typescript`, `groovy`, `python`. "
-        "Immutable after creation."
-    )  # fmt: skip
+        "http", description="Immutable after creation.", json_schema_extra=choices(JobType)
+    )
 
     http_method: str = Field(
         "GET", description="`GET`, `POST`, `PUT`, `PATCH`, `DELETE`, `HEAD` or `OPTIONS`."
@@ -108,7 +124,7 @@ class JobWrite(JobInput):
     )
     body: Any = Field(None, description="Any JSON value, sent verbatim after substitution.")
     headers: dict[str, str] = Field(default_factory=dict, json_schema_extra={"default": {}})
-    auth_type: str = Field("none", description="`none`, `bearer`, `basic` or `api_key`.")
+    auth_type: str = Field("none", json_schema_extra=choices(AuthType))
     auth_config: dict[str, Any] = Field(
         default_factory=dict,
         json_schema_extra={"default": {}},
@@ -133,7 +149,7 @@ class JobWrite(JobInput):
         60_000, ge=1, le=MAX_EXEC_TIMEOUT_MS, description="One attempt; Groovy needs 10000+."
     )
     pool_count: int = Field(1, ge=1, le=MAX_POOL_COUNT, description="Must be 1 for `one_off`.")
-    overlap_policy: str = Field("skip", description="`skip` or `allow`.")
+    overlap_policy: str = Field("skip", json_schema_extra=choices(OverlapPolicy))
 
     loop_enabled: bool = False
     loop_response_path: str = Field(
@@ -144,8 +160,7 @@ class JobWrite(JobInput):
     loop_max_iterations: int = Field(50, ge=1, le=100_000)
 
     retry_enabled: bool = True
-    retry_mode: str = Field("exponential", description="`exponential`, `fixed` or "
-                            "`exponential_jitter`.")  # fmt: skip
+    retry_mode: str = Field("exponential", json_schema_extra=choices(RetryMode))
     retry_base_delay_ms: int = Field(1000, description="Coalesced to 1000 when <= 0.")
     retry_multiplier: float = Field(2.0, description="Coalesced to 2 when <= 1.")
     retry_max_delay_ms: int = Field(30_000, description="Coalesced to 300000 when <= 0.")
@@ -156,6 +171,6 @@ class JobWrite(JobInput):
         "", description="An absolute http(s) URL called once when a run finally fails."
     )
 
-    notify_on: str = Field("none", description="`none`, `success`, `failure` or `both`.")
+    notify_on: str = Field("none", json_schema_extra=choices(NotifyOn))
     notify_all_targets: bool = False
     notify_targets: list[int] = Field(default_factory=list, json_schema_extra={"default": []})
