@@ -1,7 +1,8 @@
 """How a job looks in API responses, and the one function that decides what a caller sees.
 
-Every route that returns a job passes it through `job_view`, so the notify rules cannot
-be forgotten on one route: without `notify:read` the notify fields are left out.
+Every route that returns a job passes it through `visible_job` and declares `JobView`, so
+the notify rules cannot be forgotten on one route: without `notify:read` the notify fields
+are left out (`tests/integration/test_api_contract.py` calls each such route to check).
 """
 
 from __future__ import annotations
@@ -85,14 +86,13 @@ class JobView(ResponseModel):
     webhook_url: str | None = Field(None, description="Only with `webhook_token`.")
 
 
+# How a route returning a job declares it: checked against `JobView` once, as FastAPI
+# serialises it, and the fields `visible_job` left out stay out rather than reading null.
+VIEW: dict[str, Any] = {"response_model_exclude_unset": True}
+
+
 def visible_job(job: dict[str, Any], principal: Principal) -> dict[str, Any]:
-    """The job with what `principal` may not read removed."""
+    """The job with what `principal` may not read removed: notify fields need notify:read."""
     if principal.can(Permission.NOTIFY_READ):
         return job
     return {key: value for key, value in job.items() if key not in NOTIFY_FIELDS}
-
-
-def job_view(job: dict[str, Any], principal: Principal) -> JobView:
-    """The job as `principal` may see it. Routes declare `response_model_exclude_unset`,
-    so the fields it leaves out are absent from the response rather than null."""
-    return JobView.model_validate(visible_job(job, principal))

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
 from pydantic import Field
 
 from zilean.api.access import actor_of, require
-from zilean.api.job_views import JobView, job_view
+from zilean.api.job_views import VIEW, JobView, visible_job
 from zilean.api.responses import ResponseModel
 from zilean.auth.permissions import Permission
 from zilean.auth.principal import Principal
@@ -57,24 +57,24 @@ class WebhookRotated(ResponseModel):
     webhook_url: str
 
 
-@router.get("", operation_id="list_jobs", response_model_exclude_unset=True)
-async def list_jobs(request: Request, context: Context, principal: Reader) -> list[JobView]:
+@router.get("", operation_id="list_jobs", response_model=list[JobView], **VIEW)
+async def list_jobs(request: Request, context: Context, principal: Reader) -> list[dict[str, Any]]:
     """List every job, ordered by group and name."""
     async with request.app.state.engine.connect() as conn:
-        return [job_view(job, principal) for job in await service.list_jobs(conn, context)]
+        return [visible_job(job, principal) for job in await service.list_jobs(conn, context)]
 
 
-@router.post("", status_code=201, operation_id="create_job", response_model_exclude_unset=True)
+@router.post("", status_code=201, operation_id="create_job", response_model=JobView, **VIEW)
 async def create_job(
     body: JobWrite, request: Request, context: Context, principal: Writer
-) -> JobView:
+) -> dict[str, Any]:
     """Create a job. Script jobs also need jobs:script. A webhook job's token is returned
     here once, as `webhook_token` and `webhook_url`."""
     async with request.app.state.engine.begin() as conn:
         job = await service.create_job(
             conn, principal, actor_of(request, principal), context, await as_written(body, request)
         )
-    return job_view(job, principal)
+    return visible_job(job, principal)
 
 
 @router.post("/enable-all", operation_id="enable_all_jobs")
@@ -93,18 +93,18 @@ async def disable_all(request: Request, principal: Writer) -> UpdatedCount:
     return UpdatedCount(updated=count)
 
 
-@router.get("/{job_id}", operation_id="get_job", response_model_exclude_unset=True)
+@router.get("/{job_id}", operation_id="get_job", response_model=JobView, **VIEW)
 async def get_job(
     job_id: uuid.UUID, request: Request, context: Context, principal: Reader
-) -> JobView:
+) -> dict[str, Any]:
     async with request.app.state.engine.connect() as conn:
-        return job_view(await service.get_job(conn, context, job_id), principal)
+        return visible_job(await service.get_job(conn, context, job_id), principal)
 
 
-@router.put("/{job_id}", operation_id="replace_job", response_model_exclude_unset=True)
+@router.put("/{job_id}", operation_id="replace_job", response_model=JobView, **VIEW)
 async def replace_job(
     job_id: uuid.UUID, body: JobWrite, request: Request, context: Context, principal: Writer
-) -> JobView:
+) -> dict[str, Any]:
     """Replace the whole job (no partial updates). `job_type` cannot change (409)."""
     async with request.app.state.engine.begin() as conn:
         job = await service.update_job(
@@ -115,7 +115,7 @@ async def replace_job(
             job_id,
             await as_written(body, request),
         )
-    return job_view(job, principal)
+    return visible_job(job, principal)
 
 
 @router.patch(
@@ -130,11 +130,12 @@ async def replace_job(
             }
         }
     },
-    response_model_exclude_unset=True,
+    response_model=JobView,
+    **VIEW,
 )
 async def patch_job(
     job_id: uuid.UUID, body: JobPatch, request: Request, context: Context, principal: Writer
-) -> JobView:
+) -> dict[str, Any]:
     """Change only the fields given (a JSON merge patch, RFC 7386), validated as `PUT` is.
 
     A field left out keeps its value; a field set to `null` goes back to its default.
@@ -146,7 +147,7 @@ async def patch_job(
         job = await service.patch_job(
             conn, principal, actor_of(request, principal), context, job_id, patch, body_text
         )
-    return job_view(job, principal)
+    return visible_job(job, principal)
 
 
 @router.delete("/{job_id}", status_code=204, operation_id="delete_job")
@@ -158,22 +159,22 @@ async def delete_job(
     return Response(status_code=204)
 
 
-@router.post("/{job_id}/enable", operation_id="enable_job", response_model_exclude_unset=True)
+@router.post("/{job_id}/enable", operation_id="enable_job", response_model=JobView, **VIEW)
 async def enable_job(
     job_id: uuid.UUID, request: Request, context: Context, principal: Writer
-) -> JobView:
+) -> dict[str, Any]:
     async with request.app.state.engine.begin() as conn:
         job = await service.set_enabled(conn, actor_of(request, principal), context, job_id, True)
-    return job_view(job, principal)
+    return visible_job(job, principal)
 
 
-@router.post("/{job_id}/disable", operation_id="disable_job", response_model_exclude_unset=True)
+@router.post("/{job_id}/disable", operation_id="disable_job", response_model=JobView, **VIEW)
 async def disable_job(
     job_id: uuid.UUID, request: Request, context: Context, principal: Writer
-) -> JobView:
+) -> dict[str, Any]:
     async with request.app.state.engine.begin() as conn:
         job = await service.set_enabled(conn, actor_of(request, principal), context, job_id, False)
-    return job_view(job, principal)
+    return visible_job(job, principal)
 
 
 @router.get("/{job_id}/webhook", operation_id="get_job_webhook")
