@@ -6,7 +6,8 @@ import pytest
 from fastapi import FastAPI
 
 from zilean.config import ScriptRuntime, Service
-from zilean.execution.queues import SERVICE_QUEUES, UNROUTED_QUEUE, Queue, queue_for
+from zilean.execution.queues import SERVICE_QUEUES, Queue
+from zilean.jobkinds.definitions import UNROUTED_QUEUE, queue_for
 from zilean.registry.kinds import JobType
 from zilean.services.origin import OriginApps, route
 

@@ -46,7 +46,6 @@ from zilean.errors import DatabaseUnavailable
 from zilean.execution.callback import Callbacks, FailureReport
 from zilean.execution.loop import DEFAULT_LOOP_MAX_ITERATIONS, MAX_ITERATIONS_MESSAGE, decide_loop
 from zilean.execution.payload import AttemptArgs, Trigger
-from zilean.execution.queues import queue_for
 from zilean.execution.recording import (
     AttemptRecord,
     AttemptState,
@@ -59,6 +58,7 @@ from zilean.execution.recording import (
     one_off_completion,
 )
 from zilean.execution.retry import coalesced_budget, decide_retry
+from zilean.jobkinds.definitions import queue_for
 from zilean.jobkinds.errors import CallError, PermanentCallError
 from zilean.jobkinds.http.call import (
     NO_REQUEST,

@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from zilean.db.engine import driver_connection
 from zilean.execution.payload import AttemptArgs
-from zilean.execution.queues import queue_for
+from zilean.jobkinds.definitions import queue_for
 from zilean.queue_engine.statements import NewQueueJob, enqueue
 
 

@@ -26,7 +26,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from zilean.config import Service
 from zilean.db.engine import driver_connection
 from zilean.db.tables import scheduled_jobs
-from zilean.execution.queues import JOB_TYPE_QUEUES, UNROUTED_QUEUE, Queue
+from zilean.execution.queues import Queue
+from zilean.jobkinds.definitions import JOB_KINDS, UNROUTED_QUEUE
 from zilean.loops import every
 from zilean.monitoring.samples import SERVICES, latest_sample
 from zilean.queue_engine.statements import QueueJobState, queue_depth
@@ -74,7 +75,7 @@ class AttemptTally:
     _seen: dict[uuid.UUID, tuple[int, int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for job_type in JOB_TYPE_QUEUES:
+        for job_type in map(str, JOB_KINDS):
             for outcome in OUTCOMES:
                 self.totals.setdefault((job_type, outcome), 0)
 

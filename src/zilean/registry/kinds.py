@@ -24,10 +24,6 @@ class JobType(StrEnum):
     GROOVY = "groovy"
     PYTHON = "python"
 
-    @property
-    def is_script(self) -> bool:
-        return self is not JobType.HTTP
-
 
 class AuthType(StrEnum):
     NONE = "none"

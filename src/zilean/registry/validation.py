@@ -22,12 +22,12 @@ from zilean.auth.principal import Principal
 from zilean.config import CoreSettings
 from zilean.crypto.secretbox import SecretBox
 from zilean.errors import Conflict, InvalidInput, PermissionDenied
+from zilean.jobkinds.definitions import JOB_KINDS
 from zilean.registry.auth_secrets import StoredAuth, parse_auth_type, prepare_auth
 from zilean.registry.fields import JobWrite
 from zilean.registry.groups import valid_group_name
 from zilean.registry.kinds import (
     DEFAULT_LOOP_RESPONSE_PATH,
-    MIN_GROOVY_EXEC_TIMEOUT_MS,
     NOTIFY_FIELDS,
     JobType,
     NotifyOn,
@@ -143,20 +143,21 @@ async def normalise_job(
     job_type: JobType = _choice("job_type", job.job_type, JobType)
     if stored is not None and stored["job_type"] != job_type:
         raise Conflict("job_type: cannot be changed after the job is created")
-    if job_type.is_script and not principal.can(Permission.JOBS_SCRIPT):
+    kind = JOB_KINDS[job_type]
+    if kind.is_script and not principal.can(Permission.JOBS_SCRIPT):
         raise PermissionDenied(SCRIPT_PERMISSION_MESSAGE)
     values["job_type"] = str(job_type)
 
     values.update(_schedule_values(job, context=context, stored=stored, now=now))
 
-    if job_type.is_script:
+    if kind.is_script:
         values.update(await _script_values(conn, job, job_type, principal=principal, stored=stored))
     else:
         values.update(await _http_values(conn, job, context=context, job_id=job_id, stored=stored))
 
-    if job_type is JobType.GROOVY and job.exec_timeout_ms < MIN_GROOVY_EXEC_TIMEOUT_MS:
+    if job.exec_timeout_ms < kind.min_exec_timeout_ms:
         raise InvalidInput(
-            f"exec_timeout_ms: must be at least {MIN_GROOVY_EXEC_TIMEOUT_MS} for Groovy jobs"
+            f"exec_timeout_ms: must be at least {kind.min_exec_timeout_ms} for {kind.label} jobs"
         )
     if values["schedule_type"] == ScheduleType.ONE_OFF and job.pool_count != 1:
         raise InvalidInput("pool_count: must be 1 for a one_off job")

@@ -16,7 +16,7 @@ from zilean.auth.permissions import Permission
 from zilean.auth.principal import Principal
 from zilean.config import ScriptRuntime, Service
 from zilean.db.engine import driver_connection
-from zilean.execution.queues import JOB_TYPE_QUEUES, RUNTIME_QUEUES
+from zilean.jobkinds.definitions import JOB_KINDS
 from zilean.monitoring.activity import worker_invocations
 from zilean.monitoring.samples import (
     SERVICES,
@@ -41,10 +41,7 @@ ServiceParam = Annotated[
 ]  # fmt: skip
 # Which runtime's worker runs each script job type.
 SCRIPT_JOB_RUNTIMES: dict[str, ScriptRuntime] = {
-    job_type: runtime
-    for job_type, queue in JOB_TYPE_QUEUES.items()
-    for runtime, runtime_queue in RUNTIME_QUEUES.items()
-    if queue == runtime_queue
+    str(kind.job_type): kind.runtime for kind in JOB_KINDS.values() if kind.runtime is not None
 }
 
 
