@@ -38,6 +38,7 @@ from zilean.execution.recording import (
     Ending,
 )
 from zilean.jobkinds.http.call import new_client
+from zilean.jobkinds.http.caller import http_callers
 from zilean.queue_engine.statements import take_queued
 
 TERMINATE_OTHERS = (
@@ -50,7 +51,9 @@ TERMINATE_OTHERS = (
 async def a_runner(database_url: str) -> AsyncIterator[AttemptRunner]:
     """The HTTP worker's attempt runner; its two statements use its own connections."""
     client = new_client()
-    runner = AttemptRunner(database_url, client, SecretBox(base64.b64decode(KEY)))
+    runner = AttemptRunner(
+        database_url, http_callers(client, SecretBox(base64.b64decode(KEY))), client
+    )
     try:
         yield runner
     finally:

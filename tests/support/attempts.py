@@ -42,6 +42,7 @@ from zilean.execution.attempt import (
 from zilean.execution.payload import AttemptArgs
 from zilean.execution.queues import Queue
 from zilean.jobkinds.http.call import new_client
+from zilean.jobkinds.http.caller import http_callers
 from zilean.queue_engine.consumer import HEARTBEAT_TIMEOUT, QueueConsumer
 from zilean.queue_engine.statements import queue_job_states, queue_jobs
 
@@ -84,8 +85,8 @@ async def worker_for(
     client = new_client()
     runner = AttemptRunner(
         database_url,
+        http_callers(client, SecretBox(base64.b64decode(KEY))),
         client,
-        SecretBox(base64.b64decode(KEY)),
         default_failure_url=on_failure_url,
         record_patience=record_patience,
     )

@@ -1,9 +1,11 @@
-"""One attempt of an HTTP job: a queue job in, one recorded outcome out.
+"""One attempt of a job of any kind: a queue job in, one recorded outcome out.
 
-The hot path is two statements around the call (`recording.py`):
+The lifecycle is shared by every job kind; only the call differs (a `Caller` per kind:
+`jobkinds/http/caller.py`, `jobkinds/script/caller.py`). The hot path is two statements
+around the call (`recording.py`):
 1. read the row, its gate, its variables and this queue job's history; refresh the
    member's overlap lock and write the start marker;
-2. send the request, bounded by `exec_timeout_ms`;
+2. make the call (send the request, run the script), bounded by `exec_timeout_ms`;
 3. record the attempt, its stats and counters, and either queue what follows (the next
    loop iteration, or the retry) or end the run (release the lock, complete a one-off).
 
@@ -29,10 +31,8 @@ Guarantees:
 from __future__ import annotations
 
 import asyncio
-import json
 import time
-import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -40,12 +40,10 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 import structlog
 
-from zilean.crypto.contexts import secret_context
-from zilean.crypto.secretbox import SecretBox, SecretUnreadable
 from zilean.errors import DatabaseUnavailable
 from zilean.execution.callback import Callbacks, FailureReport
 from zilean.execution.loop import DEFAULT_LOOP_MAX_ITERATIONS, MAX_ITERATIONS_MESSAGE, decide_loop
-from zilean.execution.payload import AttemptArgs, Trigger
+from zilean.execution.payload import AttemptArgs
 from zilean.execution.recording import (
     AttemptRecord,
     AttemptState,
@@ -53,23 +51,13 @@ from zilean.execution.recording import (
     Continuation,
     Ending,
     LoadedJob,
-    StoredVariable,
     last_call,
     one_off_completion,
 )
 from zilean.execution.retry import coalesced_budget, decide_retry
-from zilean.jobkinds.definitions import queue_for
+from zilean.jobkinds.caller import Caller, CallResult
+from zilean.jobkinds.definitions import kind_of, queue_for
 from zilean.jobkinds.errors import CallError, PermanentCallError
-from zilean.jobkinds.http.call import (
-    NO_REQUEST,
-    CallOutcome,
-    effective_timeout_ms,
-    perform,
-    request_fields,
-    status_error,
-)
-from zilean.jobkinds.http.request import HttpRequestSpec, build_request, open_auth_secret
-from zilean.jobkinds.http.template import references
 from zilean.queue_engine.consumer import Delivery, Handler, RetryLater
 from zilean.registry.kinds import JobType
 
@@ -93,7 +81,6 @@ DATABASE_RETRY_MAX = 30.0  # seconds: the longest wait before a load that failed
 DATABASE_RETRIES = 25
 GIVEN_UP_ERROR = "the attempt could not read its job from the database; its run was given up"
 REDELIVER_AFTER = 1.0  # seconds before an unrecorded attempt's queue job comes back
-OPENED_SECRETS_KEPT = 4096  # decrypted secret variables a runner keeps, at most
 
 # Reasons `decide_retry` gives for a failure that must not be retried by design.
 _CANCELLING_REASONS = frozenset({"permanent", "retry_disabled"})
@@ -105,20 +92,6 @@ class QueuedAttempt:
 
     queue_job_id: int
     due_at: datetime | None
-
-
-@dataclass(frozen=True)
-class CallResult:
-    """The call's outcome: a response, an error, or both (a non-2xx response).
-
-    An error's message is redacted where it is made (`jobkinds.http`), once: a second
-    pass could find a short secret inside `REDACTED`.
-    """
-
-    spec: HttpRequestSpec | None
-    outcome: CallOutcome | None
-    error: CallError | None
-    duration_ms: int | None
 
 
 @dataclass(frozen=True)
@@ -148,26 +121,24 @@ class _Running:
 
 
 class AttemptRunner:
-    """Runs attempts for one worker: its connections, one HTTP session, one key.
+    """Runs attempts for one worker: its connections, and a caller per job kind it runs.
 
-    Call `close` when done.
+    `client` is the HTTP session failure callbacks go out on. Call `close` when done.
     """
 
     def __init__(
         self,
         database_url: str,
+        callers: Mapping[JobType, Caller],
         client: aiohttp.ClientSession,
-        box: SecretBox,
         *,
         default_failure_url: str | None = None,
         record_patience: float = RECORD_PATIENCE,
     ) -> None:
         self.statements = AttemptStatements(database_url)
-        self._client = client
-        self._box = box
+        self._callers = dict(callers)
         self._record_patience = record_patience
         self._running: dict[int, _Running] = {}
-        self._opened: dict[tuple[uuid.UUID, bytes], str] = {}
         self.callbacks = Callbacks(client, default_failure_url)
 
     async def run(self, queued: QueuedAttempt, args: AttemptArgs) -> AttemptState | None:
@@ -194,7 +165,7 @@ class AttemptRunner:
             )
             return None
         if loaded.prior is AttemptState.RUNNING:
-            lost = CallResult(None, None, CallError(LOST_ERROR), None)
+            lost = self._no_call(loaded.row, LOST_ERROR)
             bound.warning(
                 "attempt started but was never recorded; recording it as lost",
                 action="attempt.lost",
@@ -229,7 +200,7 @@ class AttemptRunner:
             if running is None:
                 continue
             try:
-                await self._finish(running, CallResult(None, None, CallError(error), None))
+                await self._finish(running, self._no_call(running.loaded.row, error))
             except NotRecorded:
                 log.error(
                     "an interrupted attempt could not be recorded; it is recorded as lost "
@@ -253,12 +224,13 @@ class AttemptRunner:
             row = await statements.release(args)
             if row is None:
                 return True  # the job is gone, and its history with it
+            caller = self._caller_of(row)
             record = last_call(
                 job_name=str(row["name"]),
-                timeout_ms=effective_timeout_ms(row["exec_timeout_ms"]),
+                timeout_ms=caller.timeout_ms(row) if caller else int(row["exec_timeout_ms"]),
                 duration_ms=None,
                 error=GIVEN_UP_ERROR,
-                kind_fields=NO_REQUEST,
+                kind_fields=caller.no_call if caller else {},
             )
             await statements.finish_marker(queued.queue_job_id, GIVEN_UP_ERROR, record)
             await statements.complete_one_off(args.job_id, one_off_completion(row, args.trigger))
@@ -290,10 +262,10 @@ class AttemptRunner:
             error=error,
             last_call=last_call(
                 job_name=str(loaded.row["name"]),
-                timeout_ms=effective_timeout_ms(loaded.row["exec_timeout_ms"]),
+                timeout_ms=self._timeout_ms(loaded.row),
                 duration_ms=call.duration_ms,
                 error=error,
-                kind_fields=self._request_fields(call),
+                kind_fields=call.kind_fields,
             ),
         )
         ending = Ending(
@@ -313,7 +285,7 @@ class AttemptRunner:
             attempt=args.attempt,
             loop_iteration=args.loop_iteration,
             duration_ms=call.duration_ms,
-            status_code=self._status_code(call),
+            status_code=call.status_code,
             next="end" if plan.terminal else "continue",
             delay_ms=plan.delay_ms,
         )
@@ -321,110 +293,41 @@ class AttemptRunner:
             raise NotRecorded()
         # Not written (but no error): it was recorded already, by `interrupt` or before.
         if written and plan.terminal and plan.state is not AttemptState.SUCCEEDED:
-            self._report_failure(
-                loaded.row, args, error, self._status_code(call), attempts=args.attempt
-            )
+            self._report_failure(loaded.row, args, error, call.status_code, attempts=args.attempt)
         return plan.state
 
     async def _call(self, loaded: LoadedJob, args: AttemptArgs) -> CallResult:
-        row = loaded.row
-        spec: HttpRequestSpec | None = None
-        started = time.monotonic()
+        caller = self._caller_of(loaded.row)
+        if caller is None:  # queues are per kind: only a misrouted queue job gets here
+            job_type = loaded.row["job_type"]
+            error = PermanentCallError(f"job type {job_type!r} is not run by this worker")
+            return CallResult(error, None)
         try:
-            if row["job_type"] != JobType.HTTP:
-                raise PermanentCallError(f"job type {row['job_type']!r} is not run by this worker")
-            auth_secret = open_auth_secret(row, self._box)
-            variables, secret_values = self._open_variables(row, loaded.variables, auth_secret)
-            hops = args.webhook_hops if args.trigger == Trigger.WEBHOOK else None
-            spec = build_request(
-                row,
-                variables=variables,
-                secret_values=secret_values,
-                auth_secret=auth_secret,
-                pool_index=args.pool_index,
-                webhook_hops=hops,
-            )
-            outcome = await perform(self._client, spec, timeout_ms=int(row["exec_timeout_ms"]))
-        except CallError as exc:
-            return CallResult(spec, None, exc, _elapsed_ms(started) if spec is not None else None)
+            return await caller.call(loaded, args)
         except Exception as exc:  # a bug must still end as a recorded, retryable failure
             log.exception("attempt crashed", action="attempt.crashed", job_id=args.job_id)
             failure = CallError(
                 f"the worker failed while running the attempt ({type(exc).__name__})"
             )
-            return CallResult(
-                spec, None, failure, _elapsed_ms(started) if spec is not None else None
-            )
-        return CallResult(spec, outcome, status_error(spec, outcome), outcome.duration_ms)
+            return CallResult(failure, None, caller.no_call)
 
-    def _open_variables(
-        self,
-        row: Mapping[str, Any],
-        loaded: Sequence[StoredVariable],
-        auth_secret: str | None,
-    ) -> tuple[dict[str, str], list[str]]:
-        """Return the plaintext of every variable the job references, and of every secret.
+    def _caller_of(self, row: Mapping[str, Any]) -> Caller | None:
+        kind = kind_of(str(row["job_type"]))
+        return None if kind is None else self._callers.get(kind.job_type)
 
-        Every secret is opened, referenced or not, since each is redacted from what the
-        attempt records. Raise `PermanentCallError` for a referenced secret the current
-        key cannot open; one that is not referenced and cannot be opened cannot be sent
-        either, and is left out.
-        """
-        if not loaded:  # the read loads only the variables a job may need
-            return {}, []
-        texts = [
-            row["url"] or "",
-            row["body"] or "",
-            json.dumps(row["query_params"]),
-            json.dumps(row["headers"]),
-            json.dumps(row["auth_config"]),
-            auth_secret or "",
-        ]
-        wanted = set().union(*(references(text) for text in texts))
-        variables: dict[str, str] = {}
-        secret_values: list[str] = []
-        for variable in loaded:
-            value = variable.value
-            if variable.is_secret:
-                opened = self._open_secret(variable)
-                if opened is None:
-                    if variable.name in wanted:
-                        raise PermanentCallError(
-                            f"the secret global variable {variable.name} cannot be decrypted "
-                            "with the current key; enter it again"
-                        )
-                    continue
-                value = opened
-                secret_values.append(value)
-            if variable.name in wanted:
-                variables[variable.name] = value
-        return variables, secret_values
+    def _no_call(self, row: Mapping[str, Any], error: str) -> CallResult:
+        """An attempt that ends with no call made (or none known): lost, interrupted."""
+        caller = self._caller_of(row)
+        return CallResult(CallError(error), None, caller.no_call if caller else {})
 
-    def _open_secret(self, variable: StoredVariable) -> str | None:
-        """Return a secret variable's plaintext ("" when empty), None when unreadable.
-
-        Opened secrets are kept by ciphertext: every attempt loads every secret, and a
-        changed value has a new ciphertext (a fresh nonce), so nothing stale is served.
-        """
-        if variable.sealed is None:
-            return ""  # an empty secret is stored as no ciphertext
-        key = (variable.id, variable.sealed)
-        cached = self._opened.get(key)
-        if cached is not None:
-            return cached
-        try:
-            value = self._box.open(variable.sealed, secret_context(variable.id))
-        except SecretUnreadable:
-            return None
-        if len(self._opened) >= OPENED_SECRETS_KEPT:
-            self._opened.clear()
-        self._opened[key] = value
-        return value
+    def _timeout_ms(self, row: Mapping[str, Any]) -> int:
+        caller = self._caller_of(row)
+        return caller.timeout_ms(row) if caller else int(row["exec_timeout_ms"])
 
     def _decide(self, loaded: LoadedJob, args: AttemptArgs, call: CallResult) -> Plan:
         row = loaded.row
-        if call.outcome is not None and call.error is None:
-            loop = decide_loop(settings=row, body=call.outcome.body, iteration=args.loop_iteration)
+        if call.error is None:
+            loop = decide_loop(settings=row, body=call.loop_signal, iteration=args.loop_iteration)
             if loop.continue_:
                 budget = coalesced_budget(row["retry_max_attempts"], row["retry_enabled"])
                 following = replace(
@@ -442,7 +345,6 @@ class AttemptRunner:
                     cap=cap if cap > 0 else DEFAULT_LOOP_MAX_ITERATIONS,
                 )
             return Plan(AttemptState.SUCCEEDED)
-        assert call.error is not None
         retry = decide_retry(
             settings=row,
             attempt=args.attempt,
@@ -493,21 +395,6 @@ class AttemptRunner:
             await asyncio.sleep(wait)
             wait = min(wait * 2, RECORD_BACKOFF_MAX)
 
-    @staticmethod
-    def _request_fields(call: CallResult) -> dict[str, Any]:
-        if call.spec is None:
-            return NO_REQUEST
-        if call.outcome is not None:
-            return request_fields(call.spec, call.outcome)
-        assert call.error is not None
-        return request_fields(call.spec, call.error)
-
-    @staticmethod
-    def _status_code(call: CallResult) -> int | None:
-        if call.outcome is not None:
-            return call.outcome.status_code
-        return call.error.status_code if call.error is not None else None
-
     def _report_failure(
         self,
         row: Mapping[str, Any],
@@ -544,7 +431,7 @@ def attempt_handler(
     safety_net: float = ATTEMPT_SAFETY_NET,
     database_retries: int = DATABASE_RETRIES,
 ) -> Handler:
-    """The queue handler for HTTP attempts: every delivery goes to `runner`.
+    """The queue handler for attempts: every delivery goes to `runner`.
 
     An attempt that cannot read its job is delivered again later (nothing was sent),
     `database_retries` times; after that its run is given up (`AttemptRunner.give_up`),

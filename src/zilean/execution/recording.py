@@ -490,7 +490,7 @@ RELEASE = """
 UPDATE scheduled_jobs
    SET running_since_by_pool = running_since_by_pool - %(lock_key)s::text
  WHERE id = %(job_id)s
-RETURNING name, exec_timeout_ms, on_failure_url, schedule_type, one_off_after_run
+RETURNING name, job_type, exec_timeout_ms, on_failure_url, schedule_type, one_off_after_run
 """
 FINISH_MARKER = """
 UPDATE job_attempts

@@ -98,6 +98,7 @@ async def _consume_http_attempts(
     from zilean.crypto.secretbox import SecretBox
     from zilean.execution.attempt import AttemptRunner, attempt_handler, interrupt_overrun
     from zilean.jobkinds.http.call import new_client
+    from zilean.jobkinds.http.caller import http_callers
     from zilean.queue_engine.consumer import QueueConsumer
 
     [queue] = SERVICE_QUEUES[service]
@@ -105,8 +106,8 @@ async def _consume_http_attempts(
     client = new_client(max_connections=2 * settings.max_concurrency)
     runner = AttemptRunner(
         settings.database_url,
+        http_callers(client, SecretBox(settings.settings_encryption_key)),
         client,
-        SecretBox(settings.settings_encryption_key),
         default_failure_url=settings.on_failure_url,
     )
     consumer = QueueConsumer(
