@@ -71,6 +71,7 @@ _JOB_COLUMNS = (
     "loop_enabled", "loop_response_path", "loop_delay_ms", "loop_jitter_ms",
     "loop_max_iterations", "retry_enabled", "retry_mode", "retry_base_delay_ms",
     "retry_multiplier", "retry_max_delay_ms", "retry_max_attempts", "on_failure_url",
+    "script_body", "script_args", "script_secret_vars", "capabilities",
 )  # fmt: skip
 
 # Whether the job's group, or a group above it, is disabled (`disabled`, per job row).
@@ -89,14 +90,30 @@ _GATED = """     CROSS JOIN LATERAL (
 # variable and the worker substitutes only those it references.
 _VARIABLES = """       (SELECT coalesce(jsonb_agg(jsonb_build_object(
                    'id', var.id, 'name', var.name, 'value', var.value,
-                   'is_secret', var.is_secret, 'sealed', encode(var.secret_value, 'base64'))),
+                   'is_secret', var.is_secret, 'sealed', encode(var.secret_value, 'base64'),
+                   'script_sealed', encode(var.script_secret_value, 'base64'))),
                '[]'::jsonb)
           FROM global_variables var
-         WHERE var.is_secret
-            OR job.auth_secret IS NOT NULL
-            OR concat_ws(' ', job.url, job.body, job.query_params::text, job.headers::text,
-                         job.auth_config::text) ~ ('\\{\\{\\s*' || var.name || '\\s*\\}\\}')
-       ) AS variables
+         WHERE CASE WHEN job.job_type = 'http' THEN
+                   var.is_secret
+                   OR job.auth_secret IS NOT NULL
+                   OR concat_ws(' ', job.url, job.body, job.query_params::text,
+                                job.headers::text, job.auth_config::text)
+                      ~ ('\\{\\{\\s*' || var.name || '\\s*\\}\\}')
+               -- A script gets every plain variable, and a secret only when both the
+               -- variable allows scripts and the job names it.
+               ELSE NOT var.is_secret
+                   OR (var.allow_in_scripts AND job.script_secret_vars ? var.name)
+               END
+       ) AS variables,
+       -- The catalog entries of the volumes a script declares, read on every attempt
+       -- (CASE: an HTTP attempt never reads the catalog).
+       CASE WHEN job.job_type <> 'http' THEN
+           (SELECT jsonb_object_agg(vol.name, vol.max_mode)
+              FROM script_volumes vol
+             WHERE job.capabilities -> 'volumes' @> jsonb_build_array(
+                       jsonb_build_object('name', vol.name)))
+       END AS volume_catalog
 """
 
 # The column list is the constant above, not input: S608 does not apply.
@@ -240,6 +257,8 @@ class StoredVariable:
     value: str
     sealed: bytes | None
     is_secret: bool
+    # A secret opted into scripts, sealed with the script key: all a script worker can open.
+    script_sealed: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -250,6 +269,7 @@ class LoadedJob:
     gated: bool
     now: datetime  # the database clock when the attempt started
     variables: Sequence[StoredVariable]
+    volume_catalog: Mapping[str, str]  # each declared volume's `max_mode`, if it still exists
     prior: AttemptState | None  # what the history already held for this queue job
     started: bool  # this delivery wrote the start marker: it may make the call
 
@@ -312,19 +332,21 @@ def _loaded(row: Mapping[str, Any]) -> LoadedJob:
         gated=bool(row["gated"]),
         now=row["now"],
         variables=[_variable(item) for item in row["variables"]],
+        volume_catalog=dict(row["volume_catalog"] or {}),
         prior=None if prior is None else AttemptState(prior),
         started=bool(row["started"]),
     )
 
 
 def _variable(item: Mapping[str, Any]) -> StoredVariable:
-    sealed = item.get("sealed")
+    sealed, script_sealed = item.get("sealed"), item.get("script_sealed")
     return StoredVariable(
         id=uuid.UUID(item["id"]),
         name=item["name"],
         value=item["value"],
         sealed=base64.b64decode(sealed) if sealed else None,
         is_secret=bool(item["is_secret"]),
+        script_sealed=base64.b64decode(script_sealed) if script_sealed else None,
     )
 
 
