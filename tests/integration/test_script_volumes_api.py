@@ -19,7 +19,8 @@ from tests.support.actors import Cast, client_for
 from tests.support.api import FORBIDDEN, audit_rows
 from zilean.db.tables import scheduled_jobs, script_volumes
 from zilean.errors import InvalidInput
-from zilean.registry.volumes import read_capabilities, validate_capabilities
+from zilean.registry.volume_declarations import read_capabilities
+from zilean.registry.volumes import validate_capabilities
 
 NAME_RULE = {"error": "name: must match ^[a-z][a-z0-9_]{0,62}$"}
 MODE_RULE = {"error": 'max_mode: must be "ro" or "rw"'}

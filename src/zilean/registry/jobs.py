@@ -27,7 +27,7 @@ from zilean.registry.fields import JobWrite
 from zilean.registry.groups import gated_clause
 from zilean.registry.job_patch import patched_job
 from zilean.registry.validation import RegistryContext, normalise_job
-from zilean.registry.volumes import read_capabilities
+from zilean.registry.volume_declarations import read_capabilities
 from zilean.schedules import ScheduleError, ScheduleType, parse_schedule
 
 WEBHOOK_HINT_LENGTH = 8

@@ -13,12 +13,10 @@ Workflows will declare volumes too; until they exist, `workflow_usage` and
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import (
@@ -39,32 +37,20 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from zilean.audit.log import Actor, record
 from zilean.db.tables import scheduled_jobs, script_volumes
 from zilean.errors import Conflict, InvalidInput, NotFound
-
-NAME_PATTERN = r"^[a-z][a-z0-9_]{0,62}$"
-_NAME = re.compile(NAME_PATTERN)
+from zilean.registry.volume_declarations import (
+    MODE_ERROR,
+    NAME_PATTERN,
+    VOLUME_NAME,
+    VolumeMode,
+    declared_entries,
+    listed_volumes,
+    mode_of,
+    normalised,
+)
 
 RESOURCE_TYPE = "script_volume"
 # The `scheduled_jobs.job_type` of an HTTP job, which may declare no capabilities.
 HTTP_JOB_TYPE = "http"
-
-
-class VolumeMode(StrEnum):
-    """How much access to a volume: a volume's ceiling, or what a job declares."""
-
-    RO = "ro"  # read-only
-    RW = "rw"  # read and write
-
-    def exceeds(self, ceiling: VolumeMode) -> bool:
-        return self is VolumeMode.RW and ceiling is VolumeMode.RO
-
-
-MODE_ERROR = 'must be "ro" or "rw"'
-
-
-def _mode(value: object) -> VolumeMode | None:
-    if isinstance(value, str) and value in VolumeMode._value2member_map_:
-        return VolumeMode(value)
-    return None
 
 
 @dataclass(frozen=True)
@@ -196,7 +182,7 @@ async def _lock(conn: AsyncConnection, name: str) -> Volume:
 
 
 def _check_max_mode(max_mode: str) -> VolumeMode:
-    mode = _mode(max_mode)
+    mode = mode_of(max_mode)
     if mode is None:
         raise InvalidInput(f"max_mode: {MODE_ERROR}")
     return mode
@@ -206,7 +192,7 @@ async def create_volume(
     conn: AsyncConnection, actor: Actor, *, name: str, max_mode: str, description: str
 ) -> dict[str, Any]:
     """Add a volume to the catalog; no directory is created."""
-    if not _NAME.fullmatch(name):
+    if not VOLUME_NAME.fullmatch(name):
         raise InvalidInput(f"name: must match {NAME_PATTERN}")
     mode = _check_max_mode(max_mode)
     try:
@@ -288,70 +274,6 @@ async def delete_volume(conn: AsyncConnection, actor: Actor, name: str) -> None:
     await record(conn, actor, "script_volume.delete", RESOURCE_TYPE, name, before=before.snapshot())
 
 
-Declaration = list[tuple[str, VolumeMode]]  # (volume name, mode), in the order given
-
-
-def _listed(raw: object) -> list[Any]:
-    """Check the top level of a declaration and return its `volumes` list."""
-    if not isinstance(raw, dict):
-        raise InvalidInput("capabilities: must be an object")
-    for key in raw:
-        if key == "egress":
-            raise InvalidInput("capabilities.egress: is not supported yet")
-        if key != "volumes":
-            raise InvalidInput(f"capabilities.{key}: is not a known capability")
-    listed = raw.get("volumes", [])
-    if not isinstance(listed, list):
-        raise InvalidInput("capabilities.volumes: must be a list")
-    return listed
-
-
-def _entry(index: int, entry: object) -> tuple[str, VolumeMode]:
-    where = f"capabilities.volumes[{index}]"
-    if not isinstance(entry, dict):
-        raise InvalidInput(f"{where}: must be an object with name and mode")
-    unknown = sorted(str(key) for key in entry if key not in ("name", "mode"))
-    if unknown:
-        raise InvalidInput(f"{where}.{unknown[0]}: is not a known field")
-    name = entry.get("name")
-    if not isinstance(name, str) or not name:
-        raise InvalidInput(f"{where}.name is required")
-    mode = _mode(entry.get("mode"))
-    if mode is None:
-        raise InvalidInput(f"{where}.mode: {MODE_ERROR}")
-    return name, mode
-
-
-def _entries(listed: list[Any]) -> Declaration:
-    declared = [_entry(index, entry) for index, entry in enumerate(listed)]
-    seen: set[str] = set()
-    for index, (name, _) in enumerate(declared):
-        if name in seen:
-            raise InvalidInput(
-                f'capabilities.volumes[{index}]: script volume "{name}" is declared more than once'
-            )
-        seen.add(name)
-    return declared
-
-
-def _normalised(declared: Declaration) -> dict[str, Any]:
-    if not declared:
-        return {}
-    return {"volumes": [{"name": name, "mode": str(mode)} for name, mode in declared]}
-
-
-def read_capabilities(stored: object) -> tuple[dict[str, Any], bool]:
-    """Return a stored declaration, normalised, and whether it could not be read.
-
-    Checks the shape only, not the catalog. An unreadable declaration comes back as
-    `({}, True)`: the job must then be cancelled at run time, never run without volumes.
-    """
-    try:
-        return _normalised(_entries(_listed(stored))), False
-    except InvalidInput:
-        return {}, True
-
-
 async def validate_capabilities(
     conn: AsyncConnection, raw: object, *, job_type: str
 ) -> dict[str, Any]:
@@ -362,12 +284,12 @@ async def validate_capabilities(
     naming the offending field. Call it in the transaction that saves the job: it
     share-locks the declared volumes, so a concurrent delete waits and then sees the job.
     """
-    listed = _listed(raw)
+    listed = listed_volumes(raw)
     if not listed:
         return {}
     if job_type == HTTP_JOB_TYPE:
         raise InvalidInput("capabilities: must be empty on an HTTP job")
-    declared = _entries(listed)
+    declared = declared_entries(listed)
     rows = await conn.execute(
         select(script_volumes.c.name, script_volumes.c.max_mode)
         .where(script_volumes.c.name.in_(sorted({name for name, _ in declared})))
@@ -385,4 +307,4 @@ async def validate_capabilities(
                 f'capabilities.volumes[{index}].mode: script volume "{name}" allows at most '
                 f'"{ceiling}"'
             )
-    return _normalised(declared)
+    return normalised(declared)

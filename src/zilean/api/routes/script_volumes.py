@@ -16,6 +16,7 @@ from zilean.auth.permissions import Permission
 from zilean.auth.principal import Principal
 from zilean.input_models import StrictInput
 from zilean.registry import volumes as service
+from zilean.registry.volume_declarations import VolumeMode
 
 router = APIRouter(prefix="/api/script-volumes", tags=["script-volumes"])
 
@@ -40,7 +41,7 @@ class ScriptVolumeUpdate(StrictInput):
 
 class ScriptVolumeView(ResponseModel):
     name: str
-    max_mode: service.VolumeMode = Field(description="The most access a job may declare.")
+    max_mode: VolumeMode = Field(description="The most access a job may declare.")
     description: str
     usage: int = Field(description="How many jobs and workflows declare the volume.")
     created_at: datetime
