@@ -126,6 +126,8 @@ class ScriptWorkerSettings(CommonSettings):
     volumes_root: Path | None
     sandbox_enabled: bool
     max_concurrency: int = SCRIPT_WORKER_CONCURRENCY
+    # Where a run that finally fails is reported when its job sets no on_failure_url.
+    on_failure_url: str | None = None
 
 
 @dataclass(frozen=True)
@@ -170,6 +172,7 @@ SCRIPT_WORKER_ENVIRONMENT = (
     "SCRIPT_SECRETS_KEY",
     "SCRIPT_VOLUMES_ROOT",
     "SCRIPT_SANDBOX_ENABLED",
+    "ZILEAN_ON_FAILURE_URL",
 )
 ZERO_KEY_VARIABLES = ("SETTINGS_ENCRYPTION_KEY", "SCRIPT_SECRETS_KEY")
 
@@ -559,6 +562,7 @@ def load_settings(
                 )
             return ScriptWorkerSettings(
                 **_common(env),
+                on_failure_url=_on_failure_url(env),
                 runtime=runtime,
                 script_secrets_key=_required_key(env, "SCRIPT_SECRETS_KEY"),
                 volumes_root=_volumes_root(env),

@@ -63,15 +63,8 @@ async def report_status(database_url: str, queue: str, checks: HostChecks) -> No
         await conn.execute(_REPORT, values)
 
 
-async def run_status_reports(
-    database_url: str,
-    settings: ScriptWorkerSettings,
-    stop: asyncio.Event,
-    *,
-    interval: float = REPORT_INTERVAL,
-) -> None:
-    """Check the host once, then report the result now and every `interval` seconds."""
-    queue = str(RUNTIME_QUEUES[settings.runtime])
+async def host_checks(settings: ScriptWorkerSettings) -> HostChecks:
+    """Check the host once, at start-up: the worker runs, and reports, by this result."""
     try:
         checks = await check_host(settings)
     except Exception:
@@ -81,10 +74,23 @@ async def run_status_reports(
     log.info(
         "script worker host checks",
         action="script_worker.host_checks",
-        queue=queue,
+        queue=str(RUNTIME_QUEUES[settings.runtime]),
         sandbox_enforced=checks.sandbox_enforced,
         volumes_root_mounted=checks.volumes_root_mounted,
     )
+    return checks
+
+
+async def run_status_reports(
+    database_url: str,
+    settings: ScriptWorkerSettings,
+    checks: HostChecks,
+    stop: asyncio.Event,
+    *,
+    interval: float = REPORT_INTERVAL,
+) -> None:
+    """Report the host checks now and every `interval` seconds."""
+    queue = str(RUNTIME_QUEUES[settings.runtime])
 
     async def step() -> None:
         await report_status(database_url, queue, checks)

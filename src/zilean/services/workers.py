@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -12,8 +13,14 @@ from zilean.db.schema import wait_for_schema
 from zilean.db.urls import libpq_url
 from zilean.execution.queues import SERVICE_QUEUES
 from zilean.monitoring.sampling import sampling
-from zilean.monitoring.script_workers import run_status_reports
+from zilean.monitoring.script_workers import HostChecks, host_checks, run_status_reports
 from zilean.services.signals import SOFT_STOP, stop_on_signals
+
+if TYPE_CHECKING:
+    import aiohttp
+
+    from zilean.jobkinds.caller import Caller
+    from zilean.registry.kinds import JobType
 
 log = structlog.get_logger(__name__)
 
@@ -72,19 +79,18 @@ async def _serve(
         timezone=settings.timezone,
     )
     monitors = []
-    if isinstance(settings, ScriptWorkerSettings):
-        monitors.append(
-            asyncio.create_task(
-                run_status_reports(settings.database_url, settings, stop),
-                name="zilean-script-status",
-            )
-        )
     try:
         if isinstance(settings, WorkerSettings):
             await _consume_http_attempts(service, settings, stop)
         else:
-            # Script attempts have no runner yet: they wait, queued, in the script queue.
-            await stop.wait()
+            checks = await host_checks(settings)
+            monitors.append(
+                asyncio.create_task(
+                    run_status_reports(settings.database_url, settings, checks, stop),
+                    name="zilean-script-status",
+                )
+            )
+            await _consume_script_attempts(service, settings, checks, stop)
     finally:
         stop.set()
         await asyncio.gather(*monitors)
@@ -96,19 +102,54 @@ async def _consume_http_attempts(
 ) -> None:
     # The HTTP attempt path (aiohttp, the request builder, the key) loads only here.
     from zilean.crypto.secretbox import SecretBox
-    from zilean.execution.attempt import AttemptRunner, attempt_handler, interrupt_overrun
     from zilean.jobkinds.http.call import new_client
     from zilean.jobkinds.http.caller import http_callers
+
+    # Attempts plus their failure callbacks share one connection pool.
+    client = new_client(max_connections=2 * settings.max_concurrency)
+    callers = http_callers(client, SecretBox(settings.settings_encryption_key))
+    await _consume(service, settings, callers, client, stop)
+
+
+async def _consume_script_attempts(
+    service: Service, settings: ScriptWorkerSettings, checks: HostChecks, stop: asyncio.Event
+) -> None:
+    import os
+
+    from zilean.crypto.secretbox import SecretBox
+    from zilean.jobkinds.http.call import new_client
+    from zilean.jobkinds.script.caller import ScriptHost, script_callers
+    from zilean.jobkinds.script.runtimes import report_unavailable, runtime_interpreters
+
+    report_unavailable(settings.runtime, none_left="scripts will be cancelled")
+    host = ScriptHost(
+        path=os.environ.get("PATH", ""),
+        timezone=os.environ.get("TZ") or None,
+        volumes_root=settings.volumes_root if checks.volumes_root_mounted else None,
+        sandbox=checks.sandbox_enforced,
+    )
+    callers = script_callers(
+        runtime_interpreters(settings.runtime), host, SecretBox(settings.script_secrets_key)
+    )
+    # Scripts make no HTTP calls of ours but the failure callback.
+    client = new_client(max_connections=settings.max_concurrency)
+    await _consume(service, settings, callers, client, stop)
+
+
+async def _consume(
+    service: Service,
+    settings: WorkerSettings | ScriptWorkerSettings,
+    callers: Mapping[JobType, Caller],
+    client: aiohttp.ClientSession,
+    stop: asyncio.Event,
+) -> None:
+    """Run this service's queue through an attempt runner with `callers`, until `stop`."""
+    from zilean.execution.attempt import AttemptRunner, attempt_handler, interrupt_overrun
     from zilean.queue_engine.consumer import QueueConsumer
 
     [queue] = SERVICE_QUEUES[service]
-    # Attempts plus their failure callbacks share one connection pool.
-    client = new_client(max_connections=2 * settings.max_concurrency)
     runner = AttemptRunner(
-        settings.database_url,
-        http_callers(client, SecretBox(settings.settings_encryption_key)),
-        client,
-        default_failure_url=settings.on_failure_url,
+        settings.database_url, callers, client, default_failure_url=settings.on_failure_url
     )
     consumer = QueueConsumer(
         libpq_url(settings.database_url),
