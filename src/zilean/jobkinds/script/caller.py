@@ -11,7 +11,7 @@ text.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from zilean.jobkinds.errors import CallError, PermanentCallError
 from zilean.jobkinds.redaction import Secrets
 from zilean.jobkinds.script.environment import script_environment
 from zilean.jobkinds.script.process import ScriptOutcome, ScriptRun, run_script
+from zilean.jobkinds.script.runtimes import Interpreter
 from zilean.jobkinds.script.volumes import declared_volumes
 from zilean.registry.kinds import JobType
 
@@ -43,14 +44,6 @@ NO_PROCESS: dict[str, Any] = {
     "stdout_length": None,
     "stderr_length": None,
 }
-
-
-@dataclass(frozen=True)
-class Runtime:
-    """How this machine runs one job type's scripts."""
-
-    command: Sequence[str]  # the interpreter's argv before the script file
-    environment: Mapping[str, str] = field(default_factory=dict)  # e.g. Groovy's JAVA_HOME
 
 
 @dataclass(frozen=True)
@@ -78,8 +71,8 @@ class ScriptCaller:
 
     no_call: Mapping[str, Any] = NO_PROCESS
 
-    def __init__(self, runtime: Runtime, host: ScriptHost, box: SecretBox) -> None:
-        self._runtime = runtime
+    def __init__(self, interpreter: Interpreter, host: ScriptHost, box: SecretBox) -> None:
+        self._interpreter = interpreter
         self._host = host
         self._box = box  # the script key's box
 
@@ -89,6 +82,11 @@ class ScriptCaller:
     async def call(self, loaded: LoadedJob, args: AttemptArgs) -> CallResult:
         row = loaded.row
         try:
+            if not self._interpreter.available:
+                raise PermanentCallError(
+                    f"{row['job_type']} scripts cannot run on this worker: "
+                    + "; ".join(self._interpreter.missing)
+                )
             volumes = declared_volumes(
                 row["capabilities"], loaded.volume_catalog, self._host.volumes_root
             )
@@ -106,7 +104,7 @@ class ScriptCaller:
         kind = kind_of(str(row["job_type"]))
         assert kind is not None  # the runner routes only known kinds here
         run = ScriptRun(
-            command=tuple(self._runtime.command),
+            command=self._interpreter.argv,
             extension=kind.extension,
             body=str(row["script_body"]),
             args=tuple(row["script_args"]),
@@ -118,7 +116,7 @@ class ScriptCaller:
                 timezone=self._host.timezone,
                 volumes={mount.name: mount.host_path for mount in volumes},
                 variables=variables,
-                runtime=self._runtime.environment,
+                runtime=self._interpreter.environment,
             ),
             timeout_ms=self.timeout_ms(row),
             volumes=tuple(volumes),
@@ -192,7 +190,12 @@ def _result(run: ScriptRun, outcome: ScriptOutcome, secrets: Secrets) -> CallRes
 
 
 def script_callers(
-    runtimes: Mapping[JobType, Runtime], host: ScriptHost, box: SecretBox
+    interpreters: Sequence[Interpreter], host: ScriptHost, box: SecretBox
 ) -> dict[JobType, Caller]:
-    """The callers of one script worker: each job type its runtime runs, when installed."""
-    return {job_type: ScriptCaller(runtime, host, box) for job_type, runtime in runtimes.items()}
+    """The callers of one script worker, one per job type its runtime runs. A job type
+    whose interpreter is missing here still gets one: its attempts are cancelled, saying
+    what to install, rather than left waiting for a worker that will never run them."""
+    return {
+        interpreter.kind.job_type: ScriptCaller(interpreter, host, box)
+        for interpreter in interpreters
+    }
