@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, Field
 
 from zilean.api.access import actor_of, require
+from zilean.api.responses import ResponseModel
 from zilean.auth.permissions import Permission
 from zilean.auth.principal import Principal
 from zilean.errors import InvalidInput
@@ -34,25 +35,38 @@ class RunQueued(BaseModel):
     busy_members: list[int]
 
 
-class LastCall(BaseModel):
-    """What one attempt sent and what came back, as recorded: secrets read `REDACTED`.
-
-    `job_name`, `timeout_ms`, `duration_ms` and `error` are recorded for every attempt,
-    whatever the job's kind; the other fields belong to the kind. For an HTTP job they
-    are null when no request was built (a configuration error, or an attempt whose
-    worker was lost).
-    """
+class LastCall(ResponseModel):
+    """What every attempt records, whatever its job's kind; secrets read `REDACTED`."""
 
     job_name: str = Field(description="The job's name when the attempt ran.")
     timeout_ms: int = Field(description="The timeout the attempt ran under.")
     duration_ms: int | None = Field(description="Null when unknown (a lost attempt).")
     error: str | None = Field(description="Why the attempt failed; null after a success.")
-    method: str | None = Field(None, description="HTTP: the request's method.")
-    url: str | None = Field(None, description="HTTP: the URL requested, query included.")
-    status_code: int | None = Field(None, description="HTTP: null when no response came.")
+
+
+class HttpLastCall(LastCall):
+    """An HTTP attempt: what was sent and what came back. The HTTP fields are null when
+    no request was built (a configuration error, or an attempt whose worker was lost)."""
+
+    method: str | None = Field(description="The request's method.")
+    url: str | None = Field(description="The URL requested, query included.")
+    status_code: int | None = Field(description="Null when no response came.")
     response_snippet: str | None = Field(
-        None, description="HTTP: the first 500 characters of the response body."
+        description="The first 500 characters of the response body."
     )
+
+
+class ScriptLastCall(LastCall):
+    """A script attempt: how it ran and what it printed. Null when no process was
+    started (a configuration error, or an attempt whose worker was lost)."""
+
+    interpreter: str | None = Field(description="The program that ran the script.")
+    script_args: list[str] | None = Field(description="The arguments, as written.")
+    exit_code: int | None = Field(description="Null unless the process ran to completion.")
+    stdout_snippet: str | None = Field(description="The first 2,000 characters of stdout.")
+    stderr_snippet: str | None = Field(description="The first 2,000 characters of stderr.")
+    stdout_length: int | None = Field(description="All the bytes it wrote to stdout.")
+    stderr_length: int | None = Field(description="All the bytes it wrote to stderr.")
 
 
 class CallEntry(BaseModel):
@@ -76,7 +90,9 @@ class CallEntry(BaseModel):
     last_error: str | None
     pool_index: int
     loop_iteration: int
-    last_call: LastCall | None = Field(description="Null only while the attempt runs.")
+    last_call: HttpLastCall | ScriptLastCall | None = Field(
+        description="Null only while the attempt runs."
+    )
 
 
 @router.post("/{job_id}/run", operation_id="run_job")
