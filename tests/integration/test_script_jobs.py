@@ -1,0 +1,199 @@
+"""Script jobs end to end: created through the API, run by a real `zilean script-worker`
+process, read back from `GET /api/jobs/{id}/calls`.
+
+Each test starts its own worker on its own database. The runtimes are the real ones
+(bash, python3, node, tsx, groovy); `.ci/run` installs them all, so a missing one fails
+rather than skips in CI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from fastapi import FastAPI
+
+from tests.support.actors import Cast, client_for
+from tests.support.monitoring import eventually
+from tests.support.script_workers import (
+    RUNTIME_OF,
+    add_variable,
+    create_script_job,
+    run_and_wait,
+    script_worker,
+)
+
+# One script per job type that prints its arguments, each on a line.
+PRINT_ARGS = {
+    "bash": 'for arg in "$@"; do printf "%s\\n" "$arg"; done',
+    "python": "import sys\nfor arg in sys.argv[1:]:\n    print(arg)",
+    "javascript": "for (const arg of process.argv.slice(2)) console.log(arg)",
+    "typescript": "const args: string[] = process.argv.slice(2)\nargs.forEach((a) => print(a))\n"
+    + "function print(a: string): void { console.log(a) }",
+    "groovy": "args.each { println it }",
+}
+ARGS = ["two words", "{{not_substituted}}", ""]
+INTERPRETER_OF = {"bash": "bash", "python": "python3", "javascript": "node", "groovy": "groovy"}
+
+
+def needs(program: str) -> None:
+    if shutil.which(program) is None:
+        pytest.fail(f"{program} is not installed: .ci/run installs every runtime")
+
+
+@pytest.mark.parametrize("job_type", sorted(PRINT_ARGS))
+async def test_each_runtime_runs_its_script_with_the_arguments_as_written(
+    core_app: FastAPI, database_url: str, cast: Cast, job_type: str
+) -> None:
+    needs(INTERPRETER_OF.get(job_type, "node"))
+    timeout = 20_000 if job_type == "groovy" else 10_000
+    job = await create_script_job(
+        core_app,
+        cast.alice.session,
+        job_type=job_type,
+        script_body=PRINT_ARGS[job_type],
+        script_args=ARGS,
+        exec_timeout_ms=timeout,
+    )
+    with script_worker(RUNTIME_OF[job_type], database_url) as worker:
+        [call] = await run_and_wait(core_app, cast.alice.session, job["id"], worker)
+    assert call["state"] == "succeeded", call
+    last = call["last_call"]
+    assert last["exit_code"] == 0
+    assert last["stdout_snippet"] == "two words\n{{not_substituted}}\n\n"
+    assert last["script_args"] == ARGS
+    assert last["job_name"] == "script"
+    assert last["timeout_ms"] == timeout
+    assert last["error"] is None
+    assert last["duration_ms"] is not None
+
+
+async def test_a_non_zero_exit_fails_with_its_stderr_and_is_retried(
+    core_app: FastAPI, database_url: str, cast: Cast
+) -> None:
+    job = await create_script_job(
+        core_app,
+        cast.alice.session,
+        job_type="bash",
+        script_body="echo boom >&2\nexit 3",
+        retry_max_attempts=2,
+        retry_base_delay_ms=1,
+    )
+    with script_worker("bash", database_url) as worker:
+        calls = await run_and_wait(core_app, cast.alice.session, job["id"], worker, count=2)
+    assert [call["state"] for call in calls] == ["failed", "retrying"]
+    for call in calls:
+        assert call["last_error"] == "script exited 3: boom\n"
+        assert (call["last_call"]["exit_code"], call["last_call"]["stderr_snippet"]) == (
+            3,
+            "boom\n",
+        )
+
+
+async def test_a_timeout_kills_the_whole_process_group(
+    core_app: FastAPI, database_url: str, cast: Cast, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "grandchild.pid"
+    job = await create_script_job(
+        core_app,
+        cast.alice.session,
+        job_type="bash",
+        # A background grandchild that would outlive its parent, holding stdout open.
+        script_body='sleep 300 &\necho $! > "$1"\nsleep 300',
+        script_args=[str(pid_file)],
+        exec_timeout_ms=1000,
+        retry_enabled=False,
+    )
+    with script_worker("bash", database_url) as worker:
+        [call] = await run_and_wait(core_app, cast.alice.session, job["id"], worker)
+    assert call["state"] == "cancelled"  # retries are off
+    assert call["last_error"] == "script timed out: after 1000 ms"
+    assert call["last_call"]["exit_code"] is None
+    assert 1000 <= call["duration_ms"] < 1000 + 5000
+    grandchild = int(pid_file.read_text())
+
+    async def gone() -> bool:
+        try:
+            os.kill(grandchild, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+    await eventually(gone, within=5, what="the grandchild's end")
+
+
+async def test_output_beyond_the_cap_is_dropped_and_its_length_reported(
+    core_app: FastAPI, database_url: str, cast: Cast
+) -> None:
+    job = await create_script_job(
+        core_app,
+        cast.alice.session,
+        job_type="python",
+        script_body="import sys\nsys.stdout.write('x' * 200_000)\nsys.stderr.write('e' * 70_000)",
+    )
+    with script_worker("python", database_url) as worker:
+        [call] = await run_and_wait(core_app, cast.alice.session, job["id"], worker)
+    last = call["last_call"]
+    assert (last["stdout_length"], last["stderr_length"]) == (200_000, 70_000)
+    assert last["stdout_snippet"] == "x" * 2000
+    assert last["stderr_snippet"] == "e" * 2000
+
+
+async def test_the_environment_is_exactly_the_documented_one(
+    core_app: FastAPI, database_url: str, cast: Cast
+) -> None:
+    """Nothing of the worker's own environment but PATH, a plain variable for everyone,
+    a secret only when opted in on both sides, and its value redacted however short."""
+    async with client_for(core_app, cast.alice.session) as alice:
+        await add_variable(alice, "region_name", "eu-west")
+        await add_variable(alice, "OPTED", "q7z", is_secret=True, allow_in_scripts=True)
+        await add_variable(alice, "ELIGIBLE", "unnamed", is_secret=True, allow_in_scripts=True)
+        await add_variable(alice, "CLOSED", "closed-value", is_secret=True)
+    job = await create_script_job(
+        core_app,
+        cast.alice.session,
+        job_type="python",
+        script_body="import json, os\nprint(json.dumps(dict(os.environ), sort_keys=True))",
+        script_secret_vars=["OPTED", "CLOSED"],
+    )
+    with script_worker("python", database_url, TZ="Europe/Paris") as worker:
+        [call] = await run_and_wait(core_app, cast.alice.session, job["id"], worker)
+    environment = json.loads(call["last_call"]["stdout_snippet"])
+    assert set(environment) == {
+        "PATH",
+        "TZ",
+        "ZILEAN_JOB_NAME",
+        "ZILEAN_POOL_IDX",
+        "ZILEAN_LOOP_ITERATION",
+        "GLOBALVAR_REGION_NAME",
+        "GLOBALVAR_OPTED",
+    }  # no DATABASE_URL, no SCRIPT_SECRETS_KEY, no ELIGIBLE or CLOSED
+    assert environment["ZILEAN_POOL_IDX"] == "0"  # set even at pool_count 1
+    assert environment["ZILEAN_LOOP_ITERATION"] == "0"
+    assert environment["ZILEAN_JOB_NAME"] == "script"
+    assert environment["TZ"] == "Europe/Paris"
+    assert environment["GLOBALVAR_REGION_NAME"] == "eu-west"
+    assert environment["GLOBALVAR_OPTED"] == "REDACTED"  # the script saw q7z; the record not
+    assert "q7z" not in json.dumps(call)
+
+
+async def test_stdout_is_the_loop_signal(core_app: FastAPI, database_url: str, cast: Cast) -> None:
+    job = await create_script_job(
+        core_app,
+        cast.alice.session,
+        job_type="python",
+        script_body=(
+            "import json, os\n"
+            "left = 2 - int(os.environ['ZILEAN_LOOP_ITERATION'])\n"
+            "print(json.dumps({'result': {'remaining': left}}))"
+        ),
+        loop_enabled=True,
+        loop_delay_ms=0,
+    )
+    with script_worker("python", database_url) as worker:
+        calls = await run_and_wait(core_app, cast.alice.session, job["id"], worker, count=3)
+    assert [call["loop_iteration"] for call in calls] == [2, 1, 0]
+    assert {call["state"] for call in calls} == {"succeeded"}
