@@ -128,6 +128,8 @@ def script_worker(args: argparse.Namespace) -> None:
     runtimes = list(dict.fromkeys(ScriptRuntime(name) for name in args.runtime))
 
     def body() -> None:
+        from zilean.jobkinds.script.runtimes import report_unavailable
+
         label = str(runtimes[0].service) if len(runtimes) == 1 else "script-worker"
         configure_logging(label)
         services: list[tuple[Service, WorkerSettings | ScriptWorkerSettings]] = []
@@ -135,6 +137,8 @@ def script_worker(args: argparse.Namespace) -> None:
             settings = load_settings(runtime.service, os.environ, runtime=runtime)
             assert isinstance(settings, ScriptWorkerSettings)
             services.append((runtime.service, settings))
+        for runtime in runtimes:
+            report_unavailable(runtime, os.environ, none_left="script worker can run no script")
         from zilean.services.workers import run_workers
 
         run_workers(services)

@@ -203,6 +203,19 @@ class _Env:
         """Read a switch that is on only when set to exactly "1"."""
         return self._environ.get(name) == "1"
 
+    def switch(self, name: str) -> bool:
+        """Read a switch that must be "1" (on), "0" (off) or unset; refuse anything else.
+
+        For a switch whose silent misreading matters: `true` or a quoted "1" from an
+        env_file would otherwise mean off without a word.
+        """
+        value = self.raw(name)
+        if value is None or value.strip() == "0":
+            return False
+        if value.strip() == "1":
+            return True
+        raise ConfigError(f"{name} must be 1 (on), 0 or empty (off) (got {value!r})")
+
     def boolean(self, name: str) -> bool:
         value = self.raw(name)
         if value is None:
@@ -566,7 +579,7 @@ def load_settings(
                 runtime=runtime,
                 script_secrets_key=_required_key(env, "SCRIPT_SECRETS_KEY"),
                 volumes_root=_volumes_root(env),
-                sandbox_enabled=env.flag("SCRIPT_SANDBOX_ENABLED"),
+                sandbox_enabled=env.switch("SCRIPT_SANDBOX_ENABLED"),
             )
 
 

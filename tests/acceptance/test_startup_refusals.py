@@ -39,6 +39,13 @@ DB = "postgres://zilean:changeme@127.0.0.1:1/zilean"
         (["script-worker", "--runtime", "bash"], {}, "SCRIPT_SECRETS_KEY is required"),
         (["script-worker", "--runtime", "groovy"], {"SCRIPT_SECRETS_KEY": KEY,
          "SCRIPT_VOLUMES_ROOT": "/"}, "SCRIPT_VOLUMES_ROOT cannot be / (got '/')"),
+        # `true` (or a quoted "1" from an env_file) must not silently mean off
+        (["script-worker", "--runtime", "node"], {"SCRIPT_SECRETS_KEY": KEY,
+         "SCRIPT_SANDBOX_ENABLED": "true"},
+         "SCRIPT_SANDBOX_ENABLED must be 1 (on), 0 or empty (off) (got 'true')"),
+        (["script-worker", "--runtime", "bash"], {"SCRIPT_SECRETS_KEY": KEY,
+         "SCRIPT_SANDBOX_ENABLED": '"1"'},
+         "SCRIPT_SANDBOX_ENABLED must be 1 (on), 0 or empty (off) (got '\"1\"')"),
         (["core"], {"SETTINGS_ENCRYPTION_KEY": KEY, "DATABASE_URL": ""},
          "DATABASE_URL is required"),
         (["worker"], {"SETTINGS_ENCRYPTION_KEY": KEY, "ZILEAN_LOG_LEVEL": "loud"},

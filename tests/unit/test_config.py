@@ -75,6 +75,19 @@ def test_script_worker_reads_its_runtime_and_volume_root(tmp_path: Path) -> None
 
 
 @pytest.mark.parametrize(
+    ("value", "expected"),
+    [("1", True), (" 1 ", True), ("0", False), ("", False), ("  ", False), (None, False)],
+)
+def test_the_sandbox_switch_reads_one_as_on_and_zero_or_empty_as_off(
+    value: str | None, expected: bool
+) -> None:
+    env = {} if value is None else {"SCRIPT_SANDBOX_ENABLED": value}
+    settings = load(Service.SCRIPT_WORKER_NODE, ScriptRuntime.NODE, SCRIPT_SECRETS_KEY=KEY, **env)
+    assert isinstance(settings, ScriptWorkerSettings)
+    assert settings.sandbox_enabled is expected
+
+
+@pytest.mark.parametrize(
     ("service", "env", "message"),
     [
         # every service needs a database

@@ -19,7 +19,6 @@ import errno
 import http.client
 import os
 import secrets
-import shutil
 import socket
 import sys
 from collections.abc import Mapping
@@ -50,6 +49,7 @@ from zilean.db.embedded import embedded_postgres
 from zilean.db.engine import create_engine
 from zilean.db.migrate import migrate
 from zilean.errors import ConfigError
+from zilean.jobkinds.script.runtimes import report_unavailable
 from zilean.logs import LOG_FILE_VARIABLE, LOG_LEVEL_VARIABLE, configure_logging
 from zilean.mcp.app import create_mcp_app
 from zilean.services.core import prepare_core
@@ -83,13 +83,6 @@ PROCESS_ENVIRONMENT = (
 )
 # Addresses that mean "every interface", and the loopback address that reaches them.
 _WILDCARDS = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}  # noqa: S104
-# The interpreter each script runtime needs; its worker starts only when it is on PATH.
-RUNTIME_INTERPRETERS: dict[ScriptRuntime, str] = {
-    ScriptRuntime.BASH: "bash",
-    ScriptRuntime.NODE: "node",
-    ScriptRuntime.GROOVY: "groovy",
-    ScriptRuntime.PYTHON: "python3",
-}
 
 
 def default_data_dir() -> Path:
@@ -220,16 +213,11 @@ def child_specs(env: Mapping[str, str]) -> list[ChildSpec]:
         )
     ]
     runtimes: list[str] = []
-    for runtime, interpreter in RUNTIME_INTERPRETERS.items():
-        if shutil.which(interpreter, path=env.get("PATH")) is None:
-            log.info(
-                "script runtime not installed; its worker is not started",
-                action="up.runtime_missing",
-                runtime=str(runtime),
-                interpreter=interpreter,
-            )
-            continue
-        runtimes += ["--runtime", str(runtime)]
+    for runtime in ScriptRuntime:
+        # A runtime runs when one of its job types can (node without tsx still runs
+        # JavaScript); the terminal says which job types are left out and why.
+        if report_unavailable(runtime, env, none_left="script worker not started"):
+            runtimes += ["--runtime", str(runtime)]
     if runtimes:
         specs.append(
             ChildSpec(
@@ -267,6 +255,13 @@ async def _serve(options: UpOptions, env: dict[str, str], listener: socket.socke
     webhook = load_settings(
         Service.WEBHOOK,
         narrowed(env, ("DATABASE_URL", "TZ", "WEBHOOK_ADDR", "WEBHOOK_TRUST_PROXY_HEADERS")),
+    )
+    # The script worker's own values (SCRIPT_SANDBOX_ENABLED, ...) are the same for every
+    # runtime: refuse a bad one here, not in a child that would exit after the banner.
+    load_settings(
+        ScriptRuntime.BASH.service,
+        narrowed(env, SCRIPT_WORKER_ENVIRONMENT),
+        runtime=ScriptRuntime.BASH,
     )
     assert isinstance(core, CoreSettings)
     assert isinstance(ui, UiSettings)
