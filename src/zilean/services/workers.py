@@ -119,9 +119,10 @@ async def _consume_script_attempts(
     from zilean.crypto.secretbox import SecretBox
     from zilean.jobkinds.http.call import new_client
     from zilean.jobkinds.script.caller import ScriptHost, script_callers
-    from zilean.jobkinds.script.runtimes import report_unavailable, runtime_interpreters
+    from zilean.jobkinds.script.runtimes import runtime_interpreters
 
-    report_unavailable(settings.runtime, none_left="scripts will be cancelled")
+    # What this runtime lacks was reported at start-up (`zilean script-worker`); its
+    # job types' attempts are cancelled naming it.
     host = ScriptHost(
         path=os.environ.get("PATH", ""),
         timezone=os.environ.get("TZ") or None,

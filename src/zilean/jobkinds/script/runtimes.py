@@ -1,10 +1,11 @@
 """Which interpreter runs each script job type, and whether this machine has it.
 
-`SCRIPT_KINDS` is plain data, one frozen entry per job type: the worker runtime (queue)
-it belongs to, the script file's extension, the program and its fixed options. What
-depends on the machine (is the program on PATH, where Java lives) is answered by
-`resolve`, which `zilean up`, the script worker's start-up report and the process runner
-share, so the three never disagree about what "installed" means.
+`SCRIPT_KINDS` is plain data, one frozen entry per script job type: the program and its
+fixed options (the runtime, queue and file extension are the job kind's, in
+`jobkinds/definitions.py`). What depends on the machine (is the program on PATH, where
+Java lives) is answered by `resolve`, which `zilean up`, the script worker's start-up
+report and the process runner share, so the three never disagree about what "installed"
+means.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from pathlib import Path
 import structlog
 
 from zilean.config import ScriptRuntime
-from zilean.registry.kinds import MIN_GROOVY_EXEC_TIMEOUT_MS, JobType
+from zilean.jobkinds.definitions import JOB_KINDS, JobKind
+from zilean.registry.kinds import JobType
 
 log = structlog.get_logger(__name__)
 
@@ -41,43 +43,57 @@ NEEDED_INSTALL = {"node": "apt-get install nodejs", "java": "apt-get install def
 
 @dataclass(frozen=True)
 class ScriptKind:
-    """What running one job type's script takes, independent of the machine."""
+    """What running one job type's script takes, independent of the machine. Its
+    runtime, queue, file extension and least timeout are the job kind's
+    (`jobkinds/definitions.py`)."""
 
     job_type: JobType
-    runtime: ScriptRuntime  # the worker (and queue) that runs it
-    extension: str  # of the temp file holding the script body
     program: str  # looked up on PATH; typescript prefers the pinned tsx
     options: tuple[str, ...] = ()  # between the program and the script file
     needs: tuple[str, ...] = ()  # other programs that must be on PATH
     install: str = ""  # how to add the program on Debian
-    min_exec_timeout_ms: int | None = None
+
+    @property
+    def definition(self) -> JobKind:
+        return JOB_KINDS[self.job_type]
+
+    @property
+    def runtime(self) -> ScriptRuntime | None:
+        return self.definition.runtime
+
+    @property
+    def extension(self) -> str:
+        return self.definition.extension
+
+    @property
+    def min_exec_timeout_ms(self) -> int:
+        return self.definition.min_exec_timeout_ms
 
 
 SCRIPT_KINDS: dict[JobType, ScriptKind] = {
     kind.job_type: kind
     for kind in (
         ScriptKind(
-            JobType.BASH, ScriptRuntime.BASH, ".sh", "bash",
+            JobType.BASH, "bash",
             install="apt-get install bash coreutils",
         ),
         ScriptKind(
-            JobType.JAVASCRIPT, ScriptRuntime.NODE, ".js", "node",
+            JobType.JAVASCRIPT, "node",
             install="apt-get install nodejs",
         ),
         ScriptKind(
-            JobType.TYPESCRIPT, ScriptRuntime.NODE, ".ts", "tsx", needs=("node",),
+            JobType.TYPESCRIPT, "tsx", needs=("node",),
             install=INSTALL_TSX,
         ),
         ScriptKind(
-            JobType.GROOVY, ScriptRuntime.GROOVY, ".groovy", "groovy",
+            JobType.GROOVY, "groovy",
             options=(GROOVY_NO_GRAPE,), needs=("java",),
             install="apt-get install --no-install-recommends groovy",
-            min_exec_timeout_ms=MIN_GROOVY_EXEC_TIMEOUT_MS,
         ),
         ScriptKind(
             # -I: ignore PYTHON* variables and the user's site-packages, and keep the
             # script's directory (the shared scratch) off sys.path.
-            JobType.PYTHON, ScriptRuntime.PYTHON, ".py", "python3", options=("-I",),
+            JobType.PYTHON, "python3", options=("-I",),
             install="apt-get install python3",
         ),
     )
