@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,8 @@ PRINT_ARGS = {
     "groovy": "args.each { println it }",
 }
 ARGS = ["two words", "{{not_substituted}}", ""]
+# The real interpreter first on PATH: a version manager's shim (pyenv) adds its own variables.
+PLAIN_PATH = f"{Path(sys.executable).resolve().parent}:/usr/bin:/bin"
 INTERPRETER_OF = {"bash": "bash", "python": "python3", "javascript": "node", "groovy": "groovy"}
 
 
@@ -156,10 +159,15 @@ async def test_the_environment_is_exactly_the_documented_one(
         core_app,
         cast.alice.session,
         job_type="python",
-        script_body="import json, os\nprint(json.dumps(dict(os.environ), sort_keys=True))",
+        # What the process was started with (Python itself may add LC_CTYPE later).
+        script_body=(
+            "import json\n"
+            "pairs = open('/proc/self/environ', 'rb').read().decode().split('\\0')\n"
+            "print(json.dumps(dict(p.split('=', 1) for p in pairs if p), sort_keys=True))"
+        ),
         script_secret_vars=["OPTED", "CLOSED"],
     )
-    with script_worker("python", database_url, TZ="Europe/Paris") as worker:
+    with script_worker("python", database_url, TZ="Europe/Paris", PATH=PLAIN_PATH) as worker:
         [call] = await run_and_wait(core_app, cast.alice.session, job["id"], worker)
     environment = json.loads(call["last_call"]["stdout_snippet"])
     assert set(environment) == {
