@@ -14,8 +14,11 @@ import shutil
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 from fastapi import FastAPI
+from sqlalchemy import delete
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.support.actors import Cast, client_for
 from tests.support.monitoring import eventually
@@ -26,6 +29,7 @@ from tests.support.script_workers import (
     run_and_wait,
     script_worker,
 )
+from zilean.db.tables import script_volumes
 
 # One script per job type that prints its arguments, each on a line.
 PRINT_ARGS = {
@@ -205,3 +209,144 @@ async def test_stdout_is_the_loop_signal(core_app: FastAPI, database_url: str, c
         calls = await run_and_wait(core_app, cast.alice.session, job["id"], worker, count=3)
     assert [call["loop_iteration"] for call in calls] == [2, 1, 0]
     assert {call["state"] for call in calls} == {"succeeded"}
+
+
+# --- volumes and the sandbox ------------------------------------------------------------
+
+
+async def make_volume(client: httpx.AsyncClient, name: str, max_mode: str) -> None:
+    response = await client.post("/api/script-volumes", json={"name": name, "max_mode": max_mode})
+    assert response.status_code == 201, response.text
+
+
+def sandboxed(tmp_path: Path) -> dict[str, str]:
+    """A script worker's environment with the sandbox on and a volumes root."""
+    root = tmp_path / "volumes"
+    root.mkdir(exist_ok=True)
+    return {"SCRIPT_VOLUMES_ROOT": str(root), "SCRIPT_SANDBOX_ENABLED": "1"}
+
+
+async def test_under_the_sandbox_a_ro_volume_refuses_writes_and_a_rw_one_takes_them(
+    core_app: FastAPI, database_url: str, cast: Cast, tmp_path: Path
+) -> None:
+    shutil.which("bwrap") or pytest.fail("bwrap is not installed: .ci/run installs it")
+    async with client_for(core_app, cast.alice.session) as alice:
+        await make_volume(alice, "shared", "rw")
+        await make_volume(alice, "output", "rw")
+    secret_file = tmp_path / "not-for-scripts.txt"
+    secret_file.write_text("host data")
+    job = await create_script_job(
+        core_app,
+        cast.alice.session,
+        job_type="bash",
+        script_body=(
+            'echo x > "$ZILEAN_VOLUME_SHARED/try" 2>/dev/null && echo shared-written\n'
+            'echo rw > "$ZILEAN_VOLUME_OUTPUT/result" && echo output-written\n'
+            f"cat {secret_file} 2>/dev/null || echo host-file-hidden\n"
+            "ls /proc | grep -c '^[0-9]'\n"
+        ),
+        capabilities={
+            "volumes": [{"name": "shared", "mode": "ro"}, {"name": "output", "mode": "rw"}]
+        },
+    )
+    env = sandboxed(tmp_path)
+    with script_worker("bash", database_url, **env) as worker:
+        [call] = await run_and_wait(core_app, cast.alice.session, job["id"], worker)
+    assert call["state"] == "succeeded", call
+    lines = call["last_call"]["stdout_snippet"].splitlines()
+    assert lines[:2] == ["output-written", "host-file-hidden"]  # ro refused, host unseen
+    assert int(lines[2]) <= 5  # its own pid namespace: bwrap's init, bash, ls, grep
+    root = Path(env["SCRIPT_VOLUMES_ROOT"])
+    assert (root / "output" / "result").read_text() == "rw\n"
+    assert not (root / "shared" / "try").exists()
+
+
+async def test_under_the_sandbox_one_run_cannot_see_another_runs_files(
+    core_app: FastAPI, database_url: str, cast: Cast, tmp_path: Path
+) -> None:
+    shutil.which("bwrap") or pytest.fail("bwrap is not installed: .ci/run installs it")
+    job = await create_script_job(
+        core_app,
+        cast.alice.session,
+        job_type="bash",
+        pool_count=2,
+        overlap_policy="allow",
+        # Member 0 leaves a file in its run directory and stays; member 1 looks for it.
+        script_body=(
+            'if [ "$ZILEAN_POOL_IDX" = 0 ]; then echo mine > marker-of-run-0; sleep 4\n'
+            "else sleep 1; find / -name marker-of-run-0 2>/dev/null; ls marker-of-run-0"
+            " 2>/dev/null; echo searched; fi"
+        ),
+    )
+    with script_worker("bash", database_url, **sandboxed(tmp_path)) as worker:
+        calls = await run_and_wait(core_app, cast.alice.session, job["id"], worker, count=2)
+    by_member = {call["pool_index"]: call for call in calls}
+    assert by_member[1]["last_call"]["stdout_snippet"] == "searched\n"
+
+
+async def test_a_volume_removed_or_lowered_in_the_catalog_fails_the_attempt_unretried(
+    core_app: FastAPI, database_url: str, cast: Cast, engine: AsyncEngine, tmp_path: Path
+) -> None:
+    async with client_for(core_app, cast.alice.session) as alice:
+        await make_volume(alice, "reports", "rw")
+        await make_volume(alice, "archive", "rw")
+        declares = {"volumes": [{"name": "reports", "mode": "rw"}]}
+        removed = await create_script_job(
+            core_app, cast.alice.session, job_type="bash", name="removed",
+            script_body="true", capabilities=declares,
+        )  # fmt: skip
+        lowered = await create_script_job(
+            core_app, cast.alice.session, job_type="bash", name="lowered",
+            script_body="true", capabilities={"volumes": [{"name": "archive", "mode": "rw"}]},
+        )  # fmt: skip
+        lowering = await alice.put("/api/script-volumes/archive", json={"max_mode": "ro"})
+        assert lowering.status_code == 200, lowering.text
+    async with engine.begin() as conn:  # the API refuses to delete a declared volume
+        await conn.execute(delete(script_volumes).where(script_volumes.c.name == "reports"))
+    with script_worker("bash", database_url, **sandboxed(tmp_path)) as worker:
+        [gone] = await run_and_wait(core_app, cast.alice.session, removed["id"], worker)
+        [ro] = await run_and_wait(core_app, cast.alice.session, lowered["id"], worker)
+    assert (gone["state"], gone["last_error"]) == (
+        "cancelled",
+        'script volume "reports" is no longer in the catalog',
+    )
+    assert (ro["state"], ro["last_error"]) == (
+        "cancelled",
+        'script volume "archive" is declared rw, but the catalog now allows only ro',
+    )
+
+
+async def test_when_the_sandbox_self_test_fails_scripts_run_unconfined_and_it_is_reported(
+    core_app: FastAPI, database_url: str, cast: Cast, tmp_path: Path
+) -> None:
+    broken = tmp_path / "bin"
+    broken.mkdir()
+    (broken / "bwrap").write_text("#!/bin/sh\nexit 1\n")
+    (broken / "bwrap").chmod(0o755)
+    host_file = tmp_path / "visible.txt"
+    host_file.write_text("unconfined")
+    job = await create_script_job(
+        core_app, cast.alice.session, job_type="bash", script_body=f"cat {host_file}"
+    )
+    env = {**sandboxed(tmp_path), "PATH": f"{broken}:{PLAIN_PATH}"}
+    with script_worker("bash", database_url, **env) as worker:
+        [call] = await run_and_wait(core_app, cast.alice.session, job["id"], worker)
+        async with client_for(core_app, cast.carol.session) as carol:
+            status = (await carol.get("/api/script-workers/status")).json()
+    assert call["last_call"]["stdout_snippet"] == "unconfined"
+    assert "self-test" in worker.output
+    [bash] = [entry for entry in status if entry["queue"] == "scripts-bash"]
+    assert bash["sandbox_enforced"] is False
+
+
+async def test_a_missing_interpreter_cancels_the_attempt_saying_what_to_install(
+    core_app: FastAPI, database_url: str, cast: Cast, tmp_path: Path
+) -> None:
+    job = await create_script_job(
+        core_app, cast.alice.session, job_type="groovy", script_body="println 1",
+        exec_timeout_ms=10_000,
+    )  # fmt: skip
+    with script_worker("groovy", database_url, PATH=str(tmp_path)) as worker:  # no groovy
+        [call] = await run_and_wait(core_app, cast.alice.session, job["id"], worker)
+    assert call["state"] == "cancelled"
+    assert call["last_error"].startswith("groovy scripts cannot run on this worker: `groovy`")
