@@ -14,23 +14,11 @@ from pathlib import Path
 
 import structlog
 
+from zilean.jobkinds.script.process import sandbox_argv
+
 log = structlog.get_logger(__name__)
 
 SELF_TEST_TIMEOUT = 10.0  # seconds
-# The namespaces a sandboxed run uses; the self-test asks for the same ones.
-BWRAP_SELF_TEST = (
-    "--unshare-user",
-    "--unshare-pid",
-    "--unshare-ipc",
-    "--unshare-uts",
-    "--die-with-parent",
-    "--new-session",
-    "--ro-bind", "/", "/",
-    "--proc", "/proc",
-    "--dev", "/dev",
-    "--tmpfs", "/tmp",  # noqa: S108 - a private tmpfs inside the sandbox
-    "true",
-)  # fmt: skip
 
 
 def volumes_root_mounted(root: Path | None) -> bool:
@@ -88,12 +76,13 @@ def sandbox_enforced(enabled: bool, *, path: str | None = None) -> bool:
         )
         return False
     try:
-        result = subprocess.run(
-            [bwrap, *BWRAP_SELF_TEST],
-            capture_output=True,
-            timeout=SELF_TEST_TIMEOUT,
-            check=False,
-        )
+        with tempfile.TemporaryDirectory(prefix="zilean-self-test-") as run_dir:
+            # The very command line a run gets, so passing proves runs can start here.
+            true = shutil.which("true", path="/usr/bin:/bin") or "/usr/bin/true"
+            argv = sandbox_argv(bwrap, Path(run_dir).resolve(), true, (), {})
+            result = subprocess.run(
+                [*argv, true], capture_output=True, timeout=SELF_TEST_TIMEOUT, check=False
+            )
     except (OSError, subprocess.TimeoutExpired) as exc:
         log.warning(
             "bwrap self-test could not run; scripts run unconfined",
