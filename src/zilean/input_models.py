@@ -98,6 +98,7 @@ _TYPE_PROBLEMS = {
     "datetime_parsing": "must be an RFC 3339 timestamp",
     "datetime_from_date_parsing": "must be an RFC 3339 timestamp",
     "int_parsing": "must be an integer",
+    "string_unicode": "must be valid Unicode text",
 }
 
 

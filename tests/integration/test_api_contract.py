@@ -81,6 +81,16 @@ async def chunks(data: bytes, size: int = 64 * 1024) -> AsyncIterator[bytes]:
         yield data[start : start + size]
 
 
+# Valid JSON, but a lone surrogate is no text Postgres (or a script file) can hold.
+LONE_SURROGATES = [
+    ("/api/jobs", b'{"name": "a\\ud800", "url": "https://a.example/",'
+                  b' "cron_expression": "@daily"}'),
+    ("/api/jobs", b'{"name": "s", "job_type": "bash", "script_body": "\\ud800",'
+                  b' "cron_expression": "@daily"}'),
+    ("/api/global-variables", b'{"name": "G", "value": "\\udfff"}'),
+]  # fmt: skip
+
+
 async def test_a_body_that_is_not_json_or_too_large_gets_one_clear_message(
     core_app: FastAPI, cast: Cast
 ) -> None:
@@ -101,6 +111,10 @@ async def test_a_body_that_is_not_json_or_too_large_gets_one_clear_message(
         chunked = await alice.post(
             "/api/jobs", content=chunks(oversized), headers={"content-type": "application/json"}
         )
+        lone_surrogates = [
+            await alice.post(path, content=body, headers={"content-type": "application/json"})
+            for path, body in LONE_SURROGATES
+        ]
         listed = (await alice.get("/api/jobs")).json()
     assert (malformed.status_code, malformed.json()) == (
         400,
@@ -122,6 +136,8 @@ async def test_a_body_that_is_not_json_or_too_large_gets_one_clear_message(
     too_large = {"error": "the request body is larger than the 1 MiB limit"}
     assert (declared.status_code, declared.json()) == (413, too_large)
     assert (chunked.status_code, chunked.json()) == (413, too_large)
+    assert [response.status_code for response in lone_surrogates] == [400, 400, 400]
+    assert lone_surrogates[0].json() == {"error": "name: must be valid Unicode text"}
     assert listed == []
 
 

@@ -61,6 +61,8 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(400, UNSTORABLE_MESSAGE)
 
     app.add_exception_handler(DataError, unstorable)
+    # A lone surrogate (JSON "\ud800") is valid JSON but not text Postgres can hold.
+    app.add_exception_handler(UnicodeEncodeError, unstorable)
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(ApiError, api_error)
