@@ -350,3 +350,24 @@ async def test_a_missing_interpreter_cancels_the_attempt_saying_what_to_install(
         [call] = await run_and_wait(core_app, cast.alice.session, job["id"], worker)
     assert call["state"] == "cancelled"
     assert call["last_error"].startswith("groovy scripts cannot run on this worker: `groovy`")
+
+
+async def test_without_the_sandbox_a_volume_declaration_is_warned_about_once_per_process(
+    core_app: FastAPI, database_url: str, cast: Cast, tmp_path: Path
+) -> None:
+    async with client_for(core_app, cast.alice.session) as alice:
+        await make_volume(alice, "reports", "rw")
+    job = await create_script_job(
+        core_app,
+        cast.alice.session,
+        job_type="bash",
+        script_body='echo kept > "$ZILEAN_VOLUME_REPORTS/out"',
+        capabilities={"volumes": [{"name": "reports", "mode": "ro"}]},
+    )
+    env = {**sandboxed(tmp_path), "SCRIPT_SANDBOX_ENABLED": "0"}
+    with script_worker("bash", database_url, **env) as worker:
+        await run_and_wait(core_app, cast.alice.session, job["id"], worker)
+        calls = await run_and_wait(core_app, cast.alice.session, job["id"], worker, count=2)
+    assert [call["state"] for call in calls] == ["succeeded", "succeeded"]  # ro is advisory
+    assert worker.output.count("script.volumes_unenforced") == 1
+    assert (Path(env["SCRIPT_VOLUMES_ROOT"]) / "reports" / "out").read_text() == "kept\n"
