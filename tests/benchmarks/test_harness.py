@@ -247,6 +247,8 @@ async def test_a_tiny_script_run_measures_the_worker_both_bare_loops_and_its_mem
     assert "uvloop" in by_name["script_throughput_vs_uvloop"].note
     [busy] = throughput.extra["busy_slots"]
     assert 0 < busy <= script_throughput.SCRIPT_WORKER_CONCURRENCY
+    # The runner's own clock runs inside the attempt's, from start marker to record.
+    assert throughput.extra["script_ms_p50"][0] <= throughput.extra["attempt_ms_p50"][0]
     load = by_name["script_worker_rss_load"]
     assert load.extra["peak_mib"][0] >= load.samples[0]  # the peak bounds the median
 
