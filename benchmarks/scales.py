@@ -23,8 +23,8 @@ class Scale:
     # http_target: seconds of load per round, and keep-alive connections
     target_seconds: float = 1.0
     target_connections: int = 20
-    # attempt_throughput and scale_out: jobs fired by run-now per round, each with
-    # `throughput_pool` members
+    # attempt_throughput, scale_out and script_throughput: jobs fired by run-now per
+    # round, each with `throughput_pool` members
     throughput_jobs: int = 100
     throughput_pool: int = 10
     # loop_rate: iterations of one looping run (the figure is 1,000), and the
@@ -46,7 +46,8 @@ class Scale:
     api_jobs: int = 1_000
     api_hours: int = 24
     api_requests: int = 10
-    # footprint: seconds of RSS sampling per round, idle and under load
+    # footprint: seconds of RSS sampling per round, idle and under load (script_throughput
+    # samples idle as long, and under load through each batch)
     footprint_idle: float = 1.0
     footprint_load: float = 4.0
     # delay_precision: runs per (kind, delay), seconds each run's continuations span (a

@@ -82,16 +82,19 @@ async def create_job(client: httpx.AsyncClient, **fields: Any) -> dict[str, Any]
     return body
 
 
+# What the suite's jobs share unless told otherwise: a yearly cron, so they never fire on
+# their own during a run, and no retries.
+_QUIET = {"schedule_type": "cron", "cron_expression": "0 3 1 1 *", "retry_enabled": False}
+
+
 def http_job(name: str, url: str, **fields: Any) -> dict[str, Any]:
-    """An HTTP job that never fires on its own (yearly cron) unless `fields` say otherwise."""
-    return {
-        "name": name,
-        "url": url,
-        "schedule_type": "cron",
-        "cron_expression": "0 3 1 1 *",
-        "retry_enabled": False,
-        **fields,
-    }
+    """An HTTP job GETting `url`, quiet (`_QUIET`) unless `fields` say otherwise."""
+    return {"name": name, "url": url, **_QUIET, **fields}
+
+
+def script_job(name: str, job_type: str, body: str, **fields: Any) -> dict[str, Any]:
+    """A script job of `job_type` (bash, python, ...), quiet unless `fields` say otherwise."""
+    return {"name": name, "job_type": job_type, "script_body": body, **_QUIET, **fields}
 
 
 @dataclass(frozen=True)

@@ -5,11 +5,13 @@ environment a deployment gives them; each start waits on a readiness condition (
 queue consumer listening on its channel, a registered Procrastinate worker, a healthy
 `/healthz`, a printed line), never on a fixed sleep. The baselines run as processes
 of their own too, so each one's CPU is metered apart: the limit (`raw_queue.py`), the
-alternative (`alternative.py`) and the raw engine (`raw_engine.py`).
+alternative (`alternative.py`), the raw engine (`raw_engine.py`) and the bare script
+loop (`bare_scripts.py`).
 """
 
 from __future__ import annotations
 
+import base64
 import os
 import socket
 import sys
@@ -19,13 +21,15 @@ from pathlib import Path
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from benchmarks import alternative, raw_engine
+from benchmarks import alternative, bare_scripts, raw_engine
 from benchmarks.harness import BenchError, wait_until
 from benchmarks.processes import ManagedProcess, Processes
 from benchmarks.queue import listening
 from benchmarks.seeding import BENCH_KEY
 from benchmarks.target import LOOP_PATH
-from zilean.execution.queues import Queue
+from zilean.config import ScriptRuntime
+from zilean.crypto.keys import derive_script_key, encode_key
+from zilean.execution.queues import RUNTIME_QUEUES, Queue
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 START_TIMEOUT = 60.0  # seconds for any service to become ready
@@ -91,6 +95,33 @@ async def start_worker(
     )
     argv = [sys.executable, "-m", "zilean", "worker"]
     return await _ready_when(processes, name, argv, env, lambda: listening(engine, Queue.DEFAULT))
+
+
+async def start_script_worker(
+    processes: Processes, engine: AsyncEngine, database_url: str, runtime: ScriptRuntime
+) -> ManagedProcess:
+    """Start the real `zilean script-worker --runtime R` (its default concurrency, no
+    sandbox); ready once it listens on the runtime's queue."""
+    script_key = encode_key(derive_script_key(base64.b64decode(BENCH_KEY)))
+    env = child_env(DATABASE_URL=database_url, SCRIPT_SECRETS_KEY=script_key)
+    argv = [sys.executable, "-m", "zilean", "script-worker", "--runtime", str(runtime)]
+    queue = RUNTIME_QUEUES[runtime]
+    return await _ready_when(
+        processes, f"zilean-script-worker-{runtime}", argv, env, lambda: listening(engine, queue)
+    )
+
+
+async def start_bare_scripts(
+    processes: Processes, loop: str, body: str, count: int, concurrency: int
+) -> ManagedProcess:
+    """Start the script baseline (`bare_scripts.py`) on `loop`, waiting for its first round."""
+    argv = [
+        sys.executable, "-m", "benchmarks.bare_scripts", "--loop", loop,
+        "--count", str(count), "--concurrency", str(concurrency), "--body", body,
+    ]  # fmt: skip
+    process = processes.spawn(f"bare-scripts-{loop}", argv, child_env())
+    await process.wait_for_output(rf"(?m)^{bare_scripts.READY}$", within=START_TIMEOUT)
+    return process
 
 
 async def start_alternative(

@@ -21,6 +21,7 @@ def all_scenarios() -> list[Scenario]:
         reconcile_cost,
         scale_out,
         schedule_lag,
+        script_throughput,
     )
 
     return [
@@ -34,4 +35,5 @@ def all_scenarios() -> list[Scenario]:
         reconcile_cost.SCENARIO,
         api_latency.SCENARIO,
         footprint.SCENARIO,
+        script_throughput.SCENARIO,
     ]

@@ -30,7 +30,7 @@ from benchmarks.context import BenchContext
 from benchmarks.figures import Figure, FigureSpec, at_most
 from benchmarks.harness import BenchError, interleave, wait_until
 from benchmarks.load import attempt_watermark, fire_run_now, recorded_since
-from benchmarks.processes import ManagedProcess
+from benchmarks.processes import ManagedProcess, Processes
 from benchmarks.queue import clear_queue_history, listening
 from benchmarks.scenario import Scenario
 from benchmarks.seeding import BENCH_KEY, api_client, create_job, http_job
@@ -51,6 +51,16 @@ BASELINE_CODE = (
 )
 LOAD_JOBS = 30  # jobs fired per run-now batch, each with the throughput pool size
 BATCH_TIMEOUT = 60.0  # seconds
+
+
+async def bare_import_rss(processes: Processes) -> float:
+    """RSS in MiB of a fresh process that has only imported a worker's engine and client."""
+    process = processes.spawn("bare-import", [sys.executable, "-c", BASELINE_CODE], child_env())
+    try:
+        await process.wait_for_output("imported", within=START_TIMEOUT)
+        return process.process().memory_info().rss / MIB
+    finally:
+        processes.stop(process, timeout=5.0)
 
 
 def _argv(process: psutil.Process) -> list[str]:
@@ -145,14 +155,7 @@ async def _measure(
     up = await _start_up(ctx, engine, url)
 
     async def baseline() -> dict[str, float]:
-        process = ctx.processes.spawn(
-            "bare-import", [sys.executable, "-c", BASELINE_CODE], child_env()
-        )
-        try:
-            await process.wait_for_output("imported", within=START_TIMEOUT)
-            return {"bare": process.process().memory_info().rss / MIB}
-        finally:
-            ctx.processes.stop(process, timeout=5.0)
+        return {"bare": await bare_import_rss(ctx.processes)}
 
     async def idle() -> dict[str, float]:
         return {

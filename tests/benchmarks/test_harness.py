@@ -1,7 +1,8 @@
 """The benchmark suite's harness: statistics, figures and their verdicts, the report, the
 interleaving, and tiny real runs through the suite's own code path: the burst, the
-throughput scenario with both of its baselines (the limit and the alternative), and the
-raw engine that schedule_lag and delay_precision measure against.
+throughput scenario with both of its baselines (the limit and the alternative), the
+script scenario with its bare loops, and the raw engine that schedule_lag and
+delay_precision measure against.
 
 No timing targets here: whether Zilean meets the issue's goals is the suite's job.
 """
@@ -13,18 +14,20 @@ import json
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from benchmarks.context import BenchContext
-from benchmarks.figures import FigureSpec, On, at_least, at_most, failed
+from benchmarks.figures import Figure, FigureSpec, On, at_least, at_most, failed
 from benchmarks.harness import BenchError, interleave, wait_until
 from benchmarks.postgres import TEMPLATE, drop_database, prepare_async
 from benchmarks.processes import Processes
 from benchmarks.raw_engine import ENQUEUE_CONNECTIONS, Enqueuer, enqueue_to_start, starts, waiting
 from benchmarks.report import COLUMNS, render_table, to_json
 from benchmarks.scales import FULL, QUICK
-from benchmarks.scenarios import all_scenarios, attempt_throughput, burst
-from benchmarks.services import start_raw_engine, start_target
+from benchmarks.scenario import Scenario
+from benchmarks.scenarios import all_scenarios, attempt_throughput, burst, script_throughput
+from benchmarks.services import start_bare_scripts, start_raw_engine, start_target
 from benchmarks.stats import median, pairwise_ratios, percentile
 
 from zilean.db.engine import create_engine
@@ -157,19 +160,28 @@ def test_every_scenario_promises_figures_with_unique_names() -> None:
     assert len(names) == len(set(names))
 
 
-async def test_a_tiny_burst_runs_through_the_suites_own_code_path(
-    postgres_admin_url: str, tmp_path: Path
-) -> None:
+async def tiny_run(
+    scenario: Scenario, postgres_admin_url: str, tmp_path: Path, **scale: Any
+) -> list[Figure]:
+    """Run `scenario` once (a warm-up and one pair) at `QUICK` with `scale` replaced, on
+    the suite's own Postgres template and HTTP target, stopping every child afterwards."""
     postgres = await prepare_async(postgres_admin_url)
     processes = Processes(tmp_path)
-    scale = dataclasses.replace(QUICK, pairs=1, burst_jobs=50)
     try:
         target, target_url = await start_target(processes)
-        ctx = BenchContext(postgres, processes, target, target_url, scale, tmp_path)
-        [figure] = await burst.SCENARIO.run(ctx)
+        tiny = dataclasses.replace(QUICK, pairs=1, **scale)
+        return await scenario.run(
+            BenchContext(postgres, processes, target, target_url, tiny, tmp_path)
+        )
     finally:
         processes.stop_all()
         drop_database(postgres_admin_url, TEMPLATE)
+
+
+async def test_a_tiny_burst_runs_through_the_suites_own_code_path(
+    postgres_admin_url: str, tmp_path: Path
+) -> None:
+    [figure] = await tiny_run(burst.SCENARIO, postgres_admin_url, tmp_path, burst_jobs=50)
     assert figure.name == "burst_enqueue"
     assert len(figure.samples) == len(figure.baseline_samples) == 1
     assert figure.value is not None
@@ -192,16 +204,13 @@ def test_the_raw_engine_enqueues_as_the_scheduler_fires() -> None:
 async def test_a_tiny_throughput_run_measures_the_subject_and_both_baselines(
     postgres_admin_url: str, tmp_path: Path
 ) -> None:
-    postgres = await prepare_async(postgres_admin_url)
-    processes = Processes(tmp_path)
-    scale = dataclasses.replace(QUICK, pairs=1, throughput_jobs=2, throughput_pool=2)
-    try:
-        target, target_url = await start_target(processes)
-        ctx = BenchContext(postgres, processes, target, target_url, scale, tmp_path)
-        figures = await attempt_throughput.SCENARIO.run(ctx)
-    finally:
-        processes.stop_all()
-        drop_database(postgres_admin_url, TEMPLATE)
+    figures = await tiny_run(
+        attempt_throughput.SCENARIO,
+        postgres_admin_url,
+        tmp_path,
+        throughput_jobs=2,
+        throughput_pool=2,
+    )
     by_name = {figure.name: figure for figure in figures}
     assert set(by_name) == {"attempt_throughput_vs_alternative", "attempt_throughput_vs_limit"}
     for figure in figures:
@@ -211,6 +220,47 @@ async def test_a_tiny_throughput_run_measures_the_subject_and_both_baselines(
         assert isinstance(figure.meets, bool)
     assert "Procrastinate" in by_name["attempt_throughput_vs_alternative"].note
     assert "SKIP LOCKED" in by_name["attempt_throughput_vs_limit"].note
+
+
+async def test_a_tiny_script_run_measures_the_worker_both_bare_loops_and_its_memory(
+    postgres_admin_url: str, tmp_path: Path
+) -> None:
+    figures = await tiny_run(
+        script_throughput.SCENARIO,
+        postgres_admin_url,
+        tmp_path,
+        throughput_jobs=2,
+        throughput_pool=3,
+        footprint_idle=0.2,
+    )
+    by_name = {figure.name: figure for figure in figures}
+    assert list(by_name) == [spec.name for spec in script_throughput.SCENARIO.specs]
+    for figure in figures:
+        assert len(figure.samples) == len(figure.baseline_samples) == 1
+        assert figure.value is not None
+        assert figure.value > 0
+        assert figure.ratio is not None
+        assert figure.ratio > 0
+        assert figure.meets is None  # the issue sets no target for scripts
+    throughput = by_name["script_throughput"]
+    assert "standard-library asyncio" in throughput.note
+    assert "uvloop" in by_name["script_throughput_vs_uvloop"].note
+    [busy] = throughput.extra["busy_slots"]
+    assert 0 < busy <= script_throughput.SCRIPT_WORKER_CONCURRENCY
+    # The runner's own clock runs inside the attempt's, from start marker to record.
+    assert throughput.extra["script_ms_p50"][0] <= throughput.extra["attempt_ms_p50"][0]
+    load = by_name["script_worker_rss_load"]
+    assert load.extra["peak_mib"][0] >= load.samples[0]  # the peak bounds the median
+
+
+async def test_the_bare_script_loop_reports_scripts_that_fail(tmp_path: Path) -> None:
+    processes = Processes(tmp_path)
+    try:
+        bare = await start_bare_scripts(processes, "asyncio", "exit 3", count=4, concurrency=2)
+        with pytest.raises(BenchError, match="4 of the bare loop's 4 scripts did not exit 0"):
+            await script_throughput.bare_round(bare, 1, within=10.0)
+    finally:
+        processes.stop_all()
 
 
 async def test_the_raw_engine_runs_due_jobs_and_its_log_gives_their_start(
