@@ -127,7 +127,7 @@ async def _start_up(ctx: BenchContext, engine: AsyncEngine, url: str) -> Managed
     up = ctx.processes.spawn("zilean-up", argv, env)
     await up.wait_for_output(r"Zilean is ready at", within=START_TIMEOUT)
 
-    # Script workers do not consume their queues yet; the HTTP worker's listener is the sign.
+    # The HTTP worker's listener is the sign the workers are up (it carries the load here).
     async def worker_listening() -> bool:
         if not up.alive():
             raise BenchError(f"zilean up exited:\n{up.tail()}")
