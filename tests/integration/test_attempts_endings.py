@@ -8,7 +8,6 @@ import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -28,6 +27,7 @@ from tests.support.attempts import (
     queue_statuses,
     run_now,
     settled,
+    soon,
     worker_for,
 )
 from tests.support.jobs import create
@@ -41,10 +41,6 @@ from zilean.execution.attempt import (
 )
 
 HEARTBEAT_TIMEOUT = 1.0  # seconds: shorter than production, so the test waits less
-
-
-def soon() -> str:
-    return (datetime.now(UTC) + timedelta(milliseconds=300)).isoformat()
 
 
 def reports(callbacks: HttpTarget) -> list[dict[str, Any]]:

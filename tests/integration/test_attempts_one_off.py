@@ -9,12 +9,8 @@ from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.support.actors import Cast, client_for
-from tests.support.attempts import attempts, http_job, job_row, queue_statuses, worker_for
+from tests.support.attempts import attempts, http_job, job_row, queue_statuses, soon, worker_for
 from tests.support.target import ScriptedResponse, http_target
-
-
-def soon() -> str:
-    return (datetime.now(UTC) + timedelta(milliseconds=300)).isoformat()
 
 
 async def test_a_one_off_fires_once_then_is_disabled(

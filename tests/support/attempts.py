@@ -15,6 +15,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -47,6 +48,9 @@ from zilean.queue_engine.consumer import HEARTBEAT_TIMEOUT, QueueConsumer
 from zilean.queue_engine.statements import queue_job_states, queue_jobs
 
 DRAIN_TIMEOUT = 20.0  # seconds a condition may take to hold
+# How far ahead a test one-off is due: enough for its create request to land before then
+# on a loaded machine (300 ms was not, in CI), little enough to keep the test quick.
+ONE_OFF_LEAD = timedelta(seconds=1)
 POLL_INTERVAL = 0.01  # seconds between checks of the condition
 
 
@@ -111,6 +115,11 @@ async def worker_for(
         await runner.callbacks.settle()
         await runner.close()
         await client.close()
+
+
+def soon() -> str:
+    """A `run_at` just ahead of now."""
+    return (datetime.now(UTC) + ONE_OFF_LEAD).isoformat()
 
 
 async def http_job(app: FastAPI, session: str, target: HttpTarget, **fields: Any) -> dict[str, Any]:
