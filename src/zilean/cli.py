@@ -23,6 +23,7 @@ from zilean.config import (
     WorkerSettings,
     decode_key,
     load_settings,
+    script_worker_service,
 )
 from zilean.crypto.keys import derive_script_key, encode_key, generate_master_key
 from zilean.errors import ZileanError
@@ -130,13 +131,13 @@ def script_worker(args: argparse.Namespace) -> None:
     def body() -> None:
         from zilean.jobkinds.script.runtimes import report_unavailable
 
-        label = str(runtimes[0].service) if len(runtimes) == 1 else "script-worker"
+        label = str(script_worker_service(runtimes[0])) if len(runtimes) == 1 else "script-worker"
         configure_logging(label)
         services: list[tuple[Service, WorkerSettings | ScriptWorkerSettings]] = []
         for runtime in runtimes:
-            settings = load_settings(runtime.service, os.environ, runtime=runtime)
+            settings = load_settings(script_worker_service(runtime), os.environ, runtime=runtime)
             assert isinstance(settings, ScriptWorkerSettings)
-            services.append((runtime.service, settings))
+            services.append((script_worker_service(runtime), settings))
         for runtime in runtimes:
             report_unavailable(runtime, os.environ, none_left="script worker can run no script")
         from zilean.services.workers import run_workers

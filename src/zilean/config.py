@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 import structlog
 
 from zilean.errors import ConfigError
+from zilean.jobkinds.definitions import ScriptRuntime as ScriptRuntime  # read from here too
 
 log = structlog.get_logger(__name__)
 
@@ -46,27 +47,19 @@ class Service(StrEnum):
     WORKER = "worker"
     MCP = "mcp"
     WEBHOOK = "webhook"
-    SCRIPT_WORKER_BASH = "script-worker-bash"
-    SCRIPT_WORKER_NODE = "script-worker-node"
-    SCRIPT_WORKER_GROOVY = "script-worker-groovy"
-    SCRIPT_WORKER_PYTHON = "script-worker-python"
+    # One label per script runtime (SCRIPT_WORKER_BASH = "script-worker-bash", ...), made
+    # from the runtime table so that adding a runtime does not touch this module. In an
+    # enum's body, vars() is the namespace that becomes its members.
+    vars().update({f"SCRIPT_WORKER_{r.name}": r.service_name for r in ScriptRuntime})
 
     @property
     def is_script_worker(self) -> bool:
         return self.value.startswith("script-worker-")
 
 
-class ScriptRuntime(StrEnum):
-    """A script worker runtime; each owns exactly one queue."""
-
-    BASH = "bash"
-    NODE = "node"
-    GROOVY = "groovy"
-    PYTHON = "python"
-
-    @property
-    def service(self) -> Service:
-        return Service(f"script-worker-{self.value}")
+def script_worker_service(runtime: ScriptRuntime) -> Service:
+    """The service label of `runtime`'s script worker."""
+    return Service(runtime.service_name)
 
 
 @dataclass(frozen=True)
@@ -564,7 +557,7 @@ def load_settings(
                 trust_proxy_headers=env.boolean("WEBHOOK_TRUST_PROXY_HEADERS"),
             )
         case _:
-            if runtime is None or runtime.service is not service:
+            if runtime is None or script_worker_service(runtime) is not service:
                 raise ValueError(f"{service} needs its matching script runtime")
             if env.raw("SETTINGS_ENCRYPTION_KEY") is not None:
                 log.warning(

@@ -38,7 +38,7 @@ from tests.support.monitoring import (
 from tests.support.queue_engine import strand
 from tests.support.servers import live_server
 from zilean.api.app import create_core_app
-from zilean.config import Service
+from zilean.config import ScriptRuntime, Service, script_worker_service
 from zilean.db.engine import driver_connection
 from zilean.db.tables import job_call_stats, scheduled_jobs, worker_metrics
 from zilean.db.urls import sqlalchemy_url, with_database
@@ -332,7 +332,7 @@ async def test_history_for_all_services_has_every_label_and_the_summed_invocatio
 ) -> None:
     first = await create(core_app, cast.alice.session, name="first")
     second = await create(core_app, cast.alice.session, name="second")
-    await insert_sample(engine, Service.SCRIPT_WORKER_PYTHON, cpu_percent=7.0)
+    await insert_sample(engine, script_worker_service(ScriptRuntime.PYTHON), cpu_percent=7.0)
     bucket = await database_minute(engine, ago=2)
     async with engine.begin() as conn:
         await conn.execute(
@@ -471,8 +471,8 @@ async def test_a_failed_health_read_degrades_to_never_seen_instead_of_failing(
 async def test_script_liveness_is_keyed_by_job_type_for_jobs_script_holders(
     core_app: FastAPI, engine: AsyncEngine, cast: Cast
 ) -> None:
-    await insert_sample(engine, Service.SCRIPT_WORKER_NODE)
-    await insert_sample(engine, Service.SCRIPT_WORKER_BASH, age=timedelta(minutes=5))
+    await insert_sample(engine, script_worker_service(ScriptRuntime.NODE))
+    await insert_sample(engine, script_worker_service(ScriptRuntime.BASH), age=timedelta(minutes=5))
     response = await get(core_app, cast.alice.session, "/api/scripts/liveness")
     # Read-Only holds metrics:read but not jobs:script.
     refused = await get(core_app, cast.carol.session, "/api/scripts/liveness")
@@ -513,7 +513,9 @@ async def test_prometheus_publishes_sampled_services_only(
     core_app: FastAPI, engine: AsyncEngine, cast: Cast
 ) -> None:
     await insert_sample(engine, Service.WORKER, cpu_percent=12.5, rss_bytes=7_000, open_fds=9)
-    await insert_sample(engine, Service.SCRIPT_WORKER_NODE, cpu_percent=0.0, threads=2)
+    await insert_sample(
+        engine, script_worker_service(ScriptRuntime.NODE), cpu_percent=0.0, threads=2
+    )
     await core_app.state.metrics_exporter.refresh()
     secret = await create_token(core_app, cast.carol.session, cast.role_ids["read_only"])
     samples = parse_exposition((await scrape(core_app, secret)).text)
@@ -545,7 +547,9 @@ async def test_prometheus_publishes_one_series_per_process_labelled_with_its_ser
     # One process running two script runtimes, as under `zilean up`, and a lone worker.
     shared = ProcessSampler().sample()
     await record_sample(
-        database_url, [Service.SCRIPT_WORKER_BASH, Service.SCRIPT_WORKER_NODE], shared
+        database_url,
+        [script_worker_service(ScriptRuntime.BASH), script_worker_service(ScriptRuntime.NODE)],
+        shared,
     )
     await insert_sample(engine, Service.WORKER, cpu_percent=2.0)
     # core and ui shared a process once; core has since sampled from a process of its own.
@@ -686,7 +690,7 @@ async def test_a_scrape_serves_the_snapshot_and_never_reads_the_database(
 async def test_a_live_core_samples_itself_refreshes_the_snapshot_and_sweeps_at_start_up(
     database_url: str, engine: AsyncEngine, cast: Cast
 ) -> None:
-    await insert_sample(engine, Service.SCRIPT_WORKER_BASH, cpu_percent=4.25)
+    await insert_sample(engine, script_worker_service(ScriptRuntime.BASH), cpu_percent=4.25)
     expired = await insert_sample(engine, Service.UI, age=timedelta(days=40))
     app = create_core_app(core_settings(database_url), engine)
     secret = await create_token(app, cast.carol.session, cast.role_ids["read_only"])

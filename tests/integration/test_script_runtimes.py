@@ -17,16 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from zilean.jobkinds.script.runtimes import (
-    GROOVY_NO_GRAPE,
-    NODE_RUNTIME_DIR,
-    PINNED_TSX,
-    SCRIPT_KINDS,
-    Interpreter,
-    resolve,
-)
+from zilean.jobkinds.definitions import GROOVY_NO_GRAPE, SCRIPT_KINDS, SCRIPT_PROGRAMS
+from zilean.jobkinds.script.runtimes import CHECKOUT_RUNTIMES, Interpreter, resolve
 from zilean.registry.kinds import JobType
 
+NODE_RUNTIME_DIR = CHECKOUT_RUNTIMES / "node"
+PINNED_TSX = CHECKOUT_RUNTIMES / SCRIPT_PROGRAMS[JobType.TYPESCRIPT].pinned
 RUN_TIMEOUT = 60.0  # seconds; a cold JVM takes a few
 ARGS = ["one", "two words", "$HOME", "--flag"]
 # Each prints its arguments joined by "|"; typescript's annotation makes it TypeScript.

@@ -22,7 +22,7 @@ from tests.support.monitoring import (
     stored_samples,
 )
 from tests.support.servers import live_server
-from zilean.config import Service
+from zilean.config import ScriptRuntime, Service, script_worker_service
 from zilean.monitoring.sampling import sampling
 from zilean.services.origin import Origin
 
@@ -50,9 +50,9 @@ async def test_a_hosts_block_covers_the_services_own_blocks(
     engine: AsyncEngine, database_url: str
 ) -> None:
     bash, node, groovy = (
-        Service.SCRIPT_WORKER_BASH,
-        Service.SCRIPT_WORKER_NODE,
-        Service.SCRIPT_WORKER_GROOVY,
+        script_worker_service(ScriptRuntime.BASH),
+        script_worker_service(ScriptRuntime.NODE),
+        script_worker_service(ScriptRuntime.GROOVY),
     )
     # The host's block, then a service's own inside it (covered: it samples nothing more).
     async with sampling(database_url, bash, node), sampling(database_url, node):

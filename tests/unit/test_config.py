@@ -15,6 +15,7 @@ from zilean.config import (
     WorkerSettings,
     load_settings,
     machine_zone,
+    script_worker_service,
 )
 from zilean.errors import ConfigError
 
@@ -62,7 +63,7 @@ def test_ui_limiter_settings_default_to_ten_per_minute_burst_five() -> None:
 
 def test_script_worker_reads_its_runtime_and_volume_root(tmp_path: Path) -> None:
     settings = load(
-        Service.SCRIPT_WORKER_BASH,
+        script_worker_service(ScriptRuntime.BASH),
         ScriptRuntime.BASH,
         SCRIPT_SECRETS_KEY=KEY,
         SCRIPT_VOLUMES_ROOT=str(tmp_path),
@@ -82,7 +83,9 @@ def test_the_sandbox_switch_reads_one_as_on_and_zero_or_empty_as_off(
     value: str | None, expected: bool
 ) -> None:
     env = {} if value is None else {"SCRIPT_SANDBOX_ENABLED": value}
-    settings = load(Service.SCRIPT_WORKER_NODE, ScriptRuntime.NODE, SCRIPT_SECRETS_KEY=KEY, **env)
+    settings = load(
+        script_worker_service(ScriptRuntime.NODE), ScriptRuntime.NODE, SCRIPT_SECRETS_KEY=KEY, **env
+    )
     assert isinstance(settings, ScriptWorkerSettings)
     assert settings.sandbox_enabled is expected
 
@@ -146,14 +149,14 @@ def test_the_bcrypt_hash_is_never_echoed_in_the_error() -> None:
 
 def test_script_workers_require_the_script_key() -> None:
     with pytest.raises(ConfigError, match="SCRIPT_SECRETS_KEY is required"):
-        load(Service.SCRIPT_WORKER_NODE, ScriptRuntime.NODE)
+        load(script_worker_service(ScriptRuntime.NODE), ScriptRuntime.NODE)
 
 
 def test_script_volumes_root_cannot_be_the_filesystem_root() -> None:
     for root in ("/", "//", "/."):
         with pytest.raises(ConfigError, match="SCRIPT_VOLUMES_ROOT cannot be /"):
             load(
-                Service.SCRIPT_WORKER_BASH,
+                script_worker_service(ScriptRuntime.BASH),
                 ScriptRuntime.BASH,
                 SCRIPT_SECRETS_KEY=KEY,
                 SCRIPT_VOLUMES_ROOT=root,

@@ -5,7 +5,7 @@ import itertools
 import pytest
 from fastapi import FastAPI
 
-from zilean.config import ScriptRuntime, Service
+from zilean.config import ScriptRuntime, Service, script_worker_service
 from zilean.execution.queues import SERVICE_QUEUES, Queue
 from zilean.jobkinds.definitions import UNROUTED_QUEUE, queue_for
 from zilean.registry.kinds import JobType
@@ -21,7 +21,7 @@ def test_every_queue_has_exactly_one_consuming_service() -> None:
 
 def test_each_script_runtime_has_its_own_worker_and_queue() -> None:
     for runtime in ScriptRuntime:
-        assert SERVICE_QUEUES[runtime.service] == {Queue(f"scripts-{runtime.value}")}
+        assert SERVICE_QUEUES[script_worker_service(runtime)] == {Queue(f"scripts-{runtime.value}")}
     assert SERVICE_QUEUES[Service.WORKER] == {Queue.DEFAULT}
 
 

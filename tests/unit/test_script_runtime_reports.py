@@ -13,12 +13,14 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
+from zilean.jobkinds.definitions import SCRIPT_PROGRAMS
 from zilean.jobkinds.script import runtimes
-from zilean.jobkinds.script.runtimes import PINNED_TSX, resolve
+from zilean.jobkinds.script.runtimes import CHECKOUT_RUNTIMES, resolve
 from zilean.registry.kinds import JobType
 from zilean.services.up import child_specs
 
-CHECKOUT_TSX = PINNED_TSX  # kept before a test points the module's constant elsewhere
+# The checkout's own, kept before a test points the module's directory elsewhere.
+CHECKOUT_TSX = CHECKOUT_RUNTIMES / SCRIPT_PROGRAMS[JobType.TYPESCRIPT].pinned
 
 
 def machine_program(name: str) -> str:
@@ -49,7 +51,7 @@ def script_worker_runtimes(env: dict[str, str]) -> list[str]:
 
 @pytest.fixture
 def no_pinned_tsx(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(runtimes, "PINNED_TSX", tmp_path / "no-checkout" / "tsx")
+    monkeypatch.setattr(runtimes, "CHECKOUT_RUNTIMES", tmp_path / "no-checkout")
 
 
 @pytest.mark.usefixtures("no_pinned_tsx")

@@ -9,25 +9,20 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from zilean.config import ScriptRuntime, Service
+from zilean.config import ScriptRuntime, Service, script_worker_service
+from zilean.jobkinds.definitions import HTTP_QUEUE
 
 
 class Queue(StrEnum):
-    DEFAULT = "default"  # HTTP jobs, consumed by `zilean worker`
-    SCRIPTS_BASH = "scripts-bash"
-    SCRIPTS_NODE = "scripts-node"
-    SCRIPTS_GROOVY = "scripts-groovy"
-    SCRIPTS_PYTHON = "scripts-python"
+    DEFAULT = HTTP_QUEUE  # HTTP jobs, consumed by `zilean worker`
+    # One queue per script runtime (SCRIPTS_BASH = "scripts-bash", ...), made from the
+    # runtime table. In an enum's body, vars() is the namespace that becomes its members.
+    vars().update({f"SCRIPTS_{r.name}": r.queue_name for r in ScriptRuntime})
 
 
-RUNTIME_QUEUES: dict[ScriptRuntime, Queue] = {
-    ScriptRuntime.BASH: Queue.SCRIPTS_BASH,
-    ScriptRuntime.NODE: Queue.SCRIPTS_NODE,
-    ScriptRuntime.GROOVY: Queue.SCRIPTS_GROOVY,
-    ScriptRuntime.PYTHON: Queue.SCRIPTS_PYTHON,
-}
+RUNTIME_QUEUES: dict[ScriptRuntime, Queue] = {r: Queue(r.queue_name) for r in ScriptRuntime}
 
 SERVICE_QUEUES: dict[Service, frozenset[Queue]] = {
     Service.WORKER: frozenset({Queue.DEFAULT}),
-    **{runtime.service: frozenset({queue}) for runtime, queue in RUNTIME_QUEUES.items()},
+    **{script_worker_service(r): frozenset({queue}) for r, queue in RUNTIME_QUEUES.items()},
 }

@@ -10,7 +10,7 @@ from sqlalchemy import ARRAY, Text, func, literal, select, true
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from zilean.config import Service
+from zilean.config import ScriptRuntime, Service, script_worker_service
 from zilean.db.tables import worker_metrics
 from zilean.errors import InvalidInput
 from zilean.monitoring.window import Window
@@ -20,10 +20,7 @@ log = structlog.get_logger(__name__)
 # Health lists services in this order: the workers first, as the spec's table does.
 SERVICES: tuple[Service, ...] = (
     Service.WORKER,
-    Service.SCRIPT_WORKER_BASH,
-    Service.SCRIPT_WORKER_NODE,
-    Service.SCRIPT_WORKER_GROOVY,
-    Service.SCRIPT_WORKER_PYTHON,
+    *(script_worker_service(runtime) for runtime in ScriptRuntime),
     Service.CORE,
     Service.UI,
     Service.MCP,

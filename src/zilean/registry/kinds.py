@@ -8,21 +8,14 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+# Defined with the job kinds, read by the registry from here.
+from zilean.jobkinds.definitions import JobType as JobType
+
 MAX_EXEC_TIMEOUT_MS = 1_800_000  # 30 minutes
-MIN_GROOVY_EXEC_TIMEOUT_MS = 10_000
 MAX_POOL_COUNT = 20
 MAX_RETRY_ATTEMPTS = 100
 MAX_NAME_LENGTH = 255
 DEFAULT_LOOP_RESPONSE_PATH = "result.remaining"
-
-
-class JobType(StrEnum):
-    HTTP = "http"
-    BASH = "bash"
-    JAVASCRIPT = "javascript"
-    TYPESCRIPT = "typescript"
-    GROOVY = "groovy"
-    PYTHON = "python"
 
 
 class AuthType(StrEnum):

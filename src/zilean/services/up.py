@@ -43,6 +43,7 @@ from zilean.config import (
     WebhookSettings,
     decode_key,
     load_settings,
+    script_worker_service,
 )
 from zilean.crypto.keys import derive_script_key, encode_key, generate_master_key
 from zilean.db.embedded import embedded_postgres
@@ -258,10 +259,11 @@ async def _serve(options: UpOptions, env: dict[str, str], listener: socket.socke
     )
     # The script worker's own values (SCRIPT_SANDBOX_ENABLED, ...) are the same for every
     # runtime: refuse a bad one here, not in a child that would exit after the banner.
+    any_runtime = next(iter(ScriptRuntime))
     load_settings(
-        ScriptRuntime.BASH.service,
+        script_worker_service(any_runtime),
         narrowed(env, SCRIPT_WORKER_ENVIRONMENT),
-        runtime=ScriptRuntime.BASH,
+        runtime=any_runtime,
     )
     assert isinstance(core, CoreSettings)
     assert isinstance(ui, UiSettings)

@@ -14,7 +14,7 @@ from zilean.api.responses import ResponseModel
 from zilean.api.routes.activity import Buckets, CallBucket, Since, WindowGeometry
 from zilean.auth.permissions import Permission
 from zilean.auth.principal import Principal
-from zilean.config import ScriptRuntime, Service
+from zilean.config import ScriptRuntime, Service, script_worker_service
 from zilean.db.engine import driver_connection
 from zilean.jobkinds.definitions import JOB_KINDS
 from zilean.monitoring.activity import worker_invocations
@@ -185,10 +185,13 @@ async def health(request: Request, _: MetricsReader) -> list[ServiceHealth]:
 )
 async def script_liveness(request: Request, _: ScriptAuthor) -> dict[str, Any]:
     """Per script job type, whether the worker that runs it sampled in the last 2 minutes."""
-    services = tuple(runtime.service for runtime in ScriptRuntime)
+    services = tuple(script_worker_service(runtime) for runtime in ScriptRuntime)
     async with request.app.state.engine.connect() as conn:
         seen = await last_seen(conn, services)
-    return {job_type: seen[runtime.service] for job_type, runtime in SCRIPT_JOB_RUNTIMES.items()}
+    return {
+        job_type: seen[script_worker_service(runtime)]
+        for job_type, runtime in SCRIPT_JOB_RUNTIMES.items()
+    }
 
 
 @router.get("/api/script-workers/status", operation_id="get_script_worker_status")

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import structlog
 
+from zilean.jobkinds.definitions import SCRIPT_PROGRAMS
 from zilean.jobkinds.errors import PermanentCallError
 
 log = structlog.get_logger(__name__)
@@ -55,15 +56,16 @@ _ISOLATION = (
 )  # fmt: skip
 # The host's top-level program and library directories, as symlinks (merged /usr) or dirs.
 _SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-# What of /etc the runtimes read: the dynamic loader, name resolution, CA certificates,
-# the Debian alternatives (groovy, java), the JVM's config, local time and the user
-# database (bash prompts, Java's user.home). Globs, each bound only when it exists.
+# What of /etc any script reads: the dynamic loader, name resolution, CA certificates,
+# the Debian alternatives (the links behind groovy, java), local time and the user
+# database (bash prompts, Java's user.home); then what each runtime adds (the JVM's
+# config). Globs, each bound only when it exists.
 _ETC = (
     "ld.so.cache", "ld.so.conf", "ld.so.conf.d",
     "resolv.conf", "hosts", "nsswitch.conf", "gai.conf", "host.conf", "services", "protocols",
     "ssl/certs", "ssl/openssl.cnf", "pki/tls/certs", "pki/ca-trust",
-    "alternatives", "java-*", "groovy",
-    "localtime", "passwd", "group",
+    "alternatives", "localtime", "passwd", "group",
+    *dict.fromkeys(path for program in SCRIPT_PROGRAMS.values() for path in program.etc),
 )  # fmt: skip
 
 

@@ -1,11 +1,10 @@
-"""Which interpreter runs each script job type, and whether this machine has it.
+"""Whether this machine can run each script job type, and with which argv.
 
-`SCRIPT_KINDS` is plain data, one frozen entry per script job type: the program and its
-fixed options (the runtime, queue and file extension are the job kind's, in
-`jobkinds/definitions.py`). What depends on the machine (is the program on PATH, where
-Java lives) is answered by `resolve`, which `zilean up`, the script worker's start-up
-report and the process runner share, so the three never disagree about what "installed"
-means.
+How a kind's interpreter starts (its program, options, what else it needs) is plain data
+in the job kind table (`jobkinds/definitions.py`). What depends on the machine (is the
+program on PATH, where Java lives) is answered by `resolve`, which `zilean up`, the
+script worker's start-up report and the process runner share, so the three never
+disagree about what "installed" means.
 """
 
 from __future__ import annotations
@@ -18,93 +17,32 @@ from pathlib import Path
 
 import structlog
 
-from zilean.config import ScriptRuntime
-from zilean.jobkinds.definitions import JOB_KINDS, JobKind
-from zilean.registry.kinds import JobType
+from zilean.jobkinds.definitions import (
+    NEEDED_PROGRAMS,
+    SCRIPT_KINDS,
+    SCRIPT_PROGRAMS,
+    JobKind,
+    JobType,
+    ScriptProgram,
+    ScriptRuntime,
+)
 
 log = structlog.get_logger(__name__)
 
-# The checkout's pinned tsx (`npm ci --prefix runtimes/node`); absent in an installed
-# package, where `tsx` on PATH is used instead.
-NODE_RUNTIME_DIR = Path(__file__).resolve().parents[4] / "runtimes" / "node"
-PINNED_TSX = NODE_RUNTIME_DIR / "node_modules" / ".bin" / "tsx"
-INSTALL_TSX = "npm ci --prefix runtimes/node --ignore-scripts"
-# Groovy's own switch for Grape: with it, `@Grab` resolves nothing, so a grabbed class
-# fails to compile ("unable to resolve class"). Given on the command line, it wins over
-# any JAVA_OPTS. It is not a boundary: a script may still load code at run time.
-GROOVY_NO_GRAPE = "-Dgroovy.grape.enable=false"
+# The checkout's pinned programs (`make runtimes`); absent in an installed package, where
+# the program on PATH is used instead.
+CHECKOUT_RUNTIMES = Path(__file__).resolve().parents[4] / "runtimes"
 # Up to five JVMs run at once per worker (SCRIPT_WORKER_CONCURRENCY), each sizing its heap
 # from the memory limit: 15% each keeps five under the limit with room for the rest of
 # each JVM. The serial collector starts no GC threads, which suits short scripts.
-GROOVY_JAVA_OPTS = "-XX:MaxRAMPercentage=15 -XX:+UseSerialGC"
-# How to add a program that an interpreter needs besides its own, on Debian.
-NEEDED_INSTALL = {"node": "apt-get install nodejs", "java": "apt-get install default-jre-headless"}
-
-
-@dataclass(frozen=True)
-class ScriptKind:
-    """What running one job type's script takes, independent of the machine. Its
-    runtime, queue, file extension and least timeout are the job kind's
-    (`jobkinds/definitions.py`)."""
-
-    job_type: JobType
-    program: str  # looked up on PATH; typescript prefers the pinned tsx
-    options: tuple[str, ...] = ()  # between the program and the script file
-    needs: tuple[str, ...] = ()  # other programs that must be on PATH
-    install: str = ""  # how to add the program on Debian
-
-    @property
-    def definition(self) -> JobKind:
-        return JOB_KINDS[self.job_type]
-
-    @property
-    def runtime(self) -> ScriptRuntime | None:
-        return self.definition.runtime
-
-    @property
-    def extension(self) -> str:
-        return self.definition.extension
-
-    @property
-    def min_exec_timeout_ms(self) -> int:
-        return self.definition.min_exec_timeout_ms
-
-
-SCRIPT_KINDS: dict[JobType, ScriptKind] = {
-    kind.job_type: kind
-    for kind in (
-        ScriptKind(
-            JobType.BASH, "bash",
-            install="apt-get install bash coreutils",
-        ),
-        ScriptKind(
-            JobType.JAVASCRIPT, "node",
-            install="apt-get install nodejs",
-        ),
-        ScriptKind(
-            JobType.TYPESCRIPT, "tsx", needs=("node",),
-            install=INSTALL_TSX,
-        ),
-        ScriptKind(
-            JobType.GROOVY, "groovy",
-            options=(GROOVY_NO_GRAPE,), needs=("java",),
-            install="apt-get install --no-install-recommends groovy",
-        ),
-        ScriptKind(
-            # -I: ignore PYTHON* variables and the user's site-packages, and keep the
-            # script's directory (the shared scratch) off sys.path.
-            JobType.PYTHON, "python3", options=("-I",),
-            install="apt-get install python3",
-        ),
-    )
-}  # fmt: skip
+JAVA_OPTS = "-XX:MaxRAMPercentage=15 -XX:+UseSerialGC"
 
 
 @dataclass(frozen=True)
 class Interpreter:
     """How this machine runs one job type's scripts, or why it cannot."""
 
-    kind: ScriptKind
+    kind: JobKind
     argv: tuple[str, ...]  # the program and its options; the script file and args follow
     missing: tuple[str, ...] = ()  # what it lacks here, each with how to add it
     environment: dict[str, str] = field(default_factory=dict)  # added to the script's env
@@ -130,11 +68,11 @@ def java_home(environ: Mapping[str, str]) -> Path | None:
     return Path(java).resolve().parent.parent
 
 
-def _program(kind: ScriptKind, path: str | None) -> str | None:
-    """Return the argv[0] for `kind`, or None when it is not installed."""
-    if kind.job_type is JobType.TYPESCRIPT and os.access(PINNED_TSX, os.X_OK):
-        return str(PINNED_TSX)
-    return kind.program if shutil.which(kind.program, path=path) else None
+def _program(program: ScriptProgram, path: str | None) -> str | None:
+    """Return the argv[0] that starts `program`, or None when it is not installed."""
+    if program.pinned and os.access(CHECKOUT_RUNTIMES / program.pinned, os.X_OK):
+        return str(CHECKOUT_RUNTIMES / program.pinned)
+    return program.name if shutil.which(program.name, path=path) else None
 
 
 def _not_found(program: str, install: str) -> str:
@@ -147,23 +85,26 @@ def resolve(job_type: JobType, environ: Mapping[str, str] | None = None) -> Inte
     When something is missing, `missing` names each missing part and how to add it.
     """
     environ = os.environ if environ is None else environ
-    kind = SCRIPT_KINDS[job_type]
+    kind, program = SCRIPT_KINDS[job_type], SCRIPT_PROGRAMS[job_type]
     path = environ.get("PATH")
-    program = _program(kind, path)
+    found = _program(program, path)
     reasons: list[str] = []
-    if program is None and job_type is JobType.TYPESCRIPT:
-        reasons.append(f"needs tsx: run `{INSTALL_TSX}` in the checkout, or put `tsx` on PATH")
-    elif program is None:
-        reasons.append(_not_found(kind.program, kind.install))
-    home = java_home(environ) if "java" in kind.needs else None
-    for needed in kind.needs:
-        found = home is not None if needed == "java" else shutil.which(needed, path=path)
-        if not found:
-            reasons.append(_not_found(needed, NEEDED_INSTALL[needed]))
-    environment = {"JAVA_HOME": str(home), "JAVA_OPTS": GROOVY_JAVA_OPTS} if home else {}
+    if found is None and program.pinned:
+        reasons.append(
+            f"needs {program.name}: run `{program.install}` in the checkout, "
+            f"or put `{program.name}` on PATH"
+        )
+    elif found is None:
+        reasons.append(_not_found(program.name, program.install))
+    home = java_home(environ) if "java" in program.needs else None
+    for needed in program.needs:
+        present = home is not None if needed == "java" else shutil.which(needed, path=path)
+        if not present:
+            reasons.append(_not_found(needed, NEEDED_PROGRAMS[needed]))
+    environment = {"JAVA_HOME": str(home), "JAVA_OPTS": JAVA_OPTS} if home else {}
     return Interpreter(
         kind,
-        (program or kind.program, *kind.options),
+        (found or program.name, *program.options),
         missing=tuple(reasons),
         environment=environment,
     )
