@@ -8,6 +8,7 @@ import os
 from typing import Any
 
 import httpx
+from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.integration.test_service_apps import build_apps
@@ -21,10 +22,12 @@ from tests.support.monitoring import (
     parse_exposition,
     stored_samples,
 )
-from tests.support.servers import live_server
-from zilean.config import ScriptRuntime, Service, script_worker_service
+from tests.support.servers import free_port, live_server
+from zilean.config import ScriptRuntime, Service, load_settings, script_worker_service
+from zilean.db.engine import create_engine
 from zilean.monitoring.sampling import sampling
 from zilean.services.origin import Origin
+from zilean.webhooks.app import create_webhook_app
 
 HTTP_SERVICES = [Service.CORE, Service.UI, Service.MCP, Service.WEBHOOK]
 UP_LABEL = "core,ui,mcp,webhook"
@@ -106,3 +109,43 @@ async def test_zilean_ups_origin_samples_its_process_once_for_its_four_services(
     # Each hosted service is still live in its own right.
     live_services = {entry["service"] for entry in health if entry["live"]}
     assert live_services == {str(service) for service in HTTP_SERVICES}
+
+
+async def test_a_hosted_service_that_fails_its_own_health_check_is_not_live(
+    database_url: str, engine: AsyncEngine, cast: Cast
+) -> None:
+    apps = build_apps(database_url, engine)
+
+    async def broken(app: FastAPI) -> str | None:
+        return "the session manager is not running"
+
+    apps.mcp.state.health_checks.append(broken)
+    secret = await create_token(apps.core, cast.carol.session, cast.role_ids["read_only"])
+    with live_server(Origin(apps)) as base:
+        async with httpx.AsyncClient(base_url=base, headers=bearer(secret)) as client:
+            await eventually(lambda: live_sample(client, "core"), what="the start-up sample")
+            health = (await client.get("/api/system/health")).json()
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=apps.mcp), base_url="http://mcp"
+    ) as client:
+        mcp_health = await client.get("/healthz")
+    live_services = {entry["service"] for entry in health if entry["live"]}
+    assert live_services == {"core", "ui", "webhook"}
+    assert await stored_samples(engine, Service.MCP) == []
+    # The sample still says which services the process hosts.
+    [(_, _, hosted)] = await measurements(engine, Service.CORE)
+    assert hosted == ["core", "ui", "mcp", "webhook"]
+    assert mcp_health.status_code == 503
+    assert mcp_health.json() == {"error": "the session manager is not running"}
+
+
+async def test_healthz_is_503_while_the_database_is_unreachable() -> None:
+    url = f"postgresql://zilean@127.0.0.1:{free_port()}/none"
+    settings = load_settings(Service.WEBHOOK, {"DATABASE_URL": url})
+    app = create_webhook_app(settings, create_engine(settings.database_url))  # type: ignore[arg-type]
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://svc") as client:
+        response = await client.get("/healthz")
+    assert response.status_code == 503
+    assert response.json() == {"error": "the database is unreachable"}
+    await app.state.engine.dispose()

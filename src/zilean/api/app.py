@@ -64,11 +64,14 @@ def create_service_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with sampling(settings.database_url, service):
+        probes = {service: health.answers_healthz(app)}
+        async with sampling(settings.database_url, service, probes=probes) as serving:
             if background is None:
+                serving.set()
                 yield
             else:
                 async with background(app):
+                    serving.set()
                     yield
 
     app = FastAPI(
@@ -81,6 +84,7 @@ def create_service_app(
     )
     app.state.settings = settings
     app.state.engine = engine
+    app.state.health_checks = [health.database_reachable]  # a service appends its own
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, limit_for=_body_limit)
     app.include_router(health.router)

@@ -19,7 +19,7 @@ import contextlib
 import socket
 import sys
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, fields
@@ -30,6 +30,8 @@ from zilean.config import Service
 from zilean.db.direct import short_connection
 from zilean.loops import every
 
+# Says whether a service answers its own health check (`api.health.answers_healthz`).
+Probe = Callable[[], Awaitable[bool]]
 SAMPLE_INTERVAL = 60.0  # seconds
 STOP_TIMEOUT = 2.0  # seconds a stopping sampler may spend finishing its write
 
@@ -93,19 +95,32 @@ _FIELDS = tuple(field.name for field in fields(ProcessSample))
 # One row per hosted label, all in one statement: they share `sampled_at` (now()) exactly.
 _RECORD = (
     f"INSERT INTO worker_metrics (service, process_services, {', '.join(_FIELDS)})"  # noqa: S608 (constants)
-    f" SELECT hosted, %(services)s, {', '.join(f'%({name})s' for name in _FIELDS)}"
-    " FROM unnest(%(services)s::text[]) AS hosted"
+    f" SELECT live, %(hosted)s, {', '.join(f'%({name})s' for name in _FIELDS)}"
+    " FROM unnest(%(live)s::text[]) AS live"
 )
 
 
 async def record_sample(
-    database_url: str, services: Sequence[Service], sample: ProcessSample
+    database_url: str,
+    services: Sequence[Service],
+    sample: ProcessSample,
+    *,
+    hosted: Sequence[Service] | None = None,
 ) -> None:
     """Store one sample under each of `services`, on a connection of its own (once a
-    minute: not worth keeping one open)."""
-    name = f"zilean-{services[0]}"
+    minute: not worth keeping one open). `hosted` (default: `services`) is every label
+    the process hosts, some of which may have failed their health check this time."""
+    hosted = services if hosted is None else hosted
+    name = f"zilean-{hosted[0]}"
     async with short_connection(database_url, application_name=name) as conn:
-        await conn.execute(_RECORD, {"services": [str(s) for s in services], **asdict(sample)})
+        await conn.execute(
+            _RECORD,
+            {
+                "live": [str(s) for s in services],
+                "hosted": [str(s) for s in hosted],
+                **asdict(sample),
+            },
+        )
 
 
 async def run_sampling(
@@ -113,13 +128,22 @@ async def run_sampling(
     services: Sequence[Service],
     stop: asyncio.Event,
     *,
+    probes: Mapping[Service, Probe] | None = None,
     interval: float = SAMPLE_INTERVAL,
 ) -> None:
-    """Store a sample of this process now and every `interval` seconds until `stop` is set."""
+    """Store a sample of this process now and every `interval` seconds until `stop` is set.
+
+    A service with a probe in `probes` is sampled only when its probe passes, so its
+    samples mean "answered its own health check", not merely "its process is running".
+    """
     sampler = ProcessSampler()
+    probes = probes or {}
 
     async def step() -> None:
-        await record_sample(database_url, services, sampler.sample())
+        sample = sampler.sample()
+        live = [s for s in services if s not in probes or await _passes(probes[s])]
+        if live:
+            await record_sample(database_url, live, sample, hosted=services)
 
     await every(
         interval,
@@ -131,30 +155,49 @@ async def run_sampling(
     )
 
 
+async def _passes(probe: Probe) -> bool:
+    try:
+        return await probe()
+    except Exception:  # a probe that breaks is a failed probe, never a stopped sampler
+        return False
+
+
 @asynccontextmanager
-async def sampling(database_url: str, *services: Service) -> AsyncIterator[None]:
+async def sampling(
+    database_url: str, *services: Service, probes: Mapping[Service, Probe] | None = None
+) -> AsyncIterator[asyncio.Event]:
     """Sample this process under `services` in the background while the block runs.
 
     A host of several services opens one block naming them all around theirs (the
     origin of `zilean up`, a worker process running several runtimes). A block nested
     in it, in the same task, samples only the services not already covered, so a
     service that always asks for its own samples costs nothing extra when hosted.
+
+    With `probes`, the block yields an event to set once its services serve: the first
+    sample waits for it, so a service is not probed before its own start-up has run.
     """
+    serving = asyncio.Event()
+    if not probes:
+        serving.set()
     covered = _SAMPLED.get()
     wanted = [service for service in dict.fromkeys(services) if service not in covered]
     if not wanted:
-        yield
+        yield serving
         return
     token = _SAMPLED.set(covered | frozenset(wanted))
     stop = asyncio.Event()
     label = ",".join(wanted)
-    task = asyncio.create_task(
-        run_sampling(database_url, wanted, stop), name=f"zilean-sampling-{label}"
-    )
+
+    async def run() -> None:
+        await serving.wait()
+        await run_sampling(database_url, wanted, stop, probes=probes)
+
+    task = asyncio.create_task(run(), name=f"zilean-sampling-{label}")
     try:
-        yield
+        yield serving
     finally:
         _SAMPLED.reset(token)
+        serving.set()  # a block that never served lets its sampler see the stop at once
         stop.set()
         # The loop ends within its current write; a hung database call is cancelled.
         done, _ = await asyncio.wait({task}, timeout=STOP_TIMEOUT)

@@ -14,6 +14,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from zilean.api.health import answers_healthz
 from zilean.config import Service
 from zilean.monitoring.sampling import sampling
 
@@ -52,15 +53,24 @@ class Origin:
             return
         await route(self.apps, scope["path"])(scope, receive, send)
 
+    def _hosted(self) -> tuple[FastAPI, ...]:
+        """The apps, in the order of `HOSTED`."""
+        return (self.apps.core, self.apps.ui, self.apps.mcp, self.apps.webhook)
+
     async def _lifespan(self, receive: Any, send: Any) -> None:
         async with AsyncExitStack() as stack:
             await receive()  # lifespan.startup
             try:
                 # One sampler for the process: each app's own finds its label covered.
                 database_url = self.apps.core.state.settings.database_url
-                await stack.enter_async_context(sampling(database_url, *HOSTED))
-                for app in (self.apps.core, self.apps.ui, self.apps.mcp, self.apps.webhook):
+                apps = dict(zip(HOSTED, self._hosted(), strict=True))
+                probes = {service: answers_healthz(app) for service, app in apps.items()}
+                serving = await stack.enter_async_context(
+                    sampling(database_url, *HOSTED, probes=probes)
+                )
+                for app in apps.values():
                     await stack.enter_async_context(app.router.lifespan_context(app))
+                serving.set()
             except Exception as exc:
                 await send({"type": "lifespan.startup.failed", "message": str(exc)})
                 raise
