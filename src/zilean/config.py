@@ -132,6 +132,11 @@ class McpSettings(CommonSettings):
 class WebhookSettings(CommonSettings):
     listen: ListenAddress
     trust_proxy_headers: bool
+    # The in-process per-client limiter (defence in depth; the reverse proxy's limit is the
+    # primary control). Generous: one sender legitimately fires many jobs. Not read from
+    # the environment.
+    rate_per_minute: int = 600
+    rate_burst: int = 120
 
 
 Settings = (

@@ -8,6 +8,7 @@ that does see it, so none of them could pass with the sandbox silently off.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import shutil
@@ -181,6 +182,24 @@ async def test_args_arrive_exactly_as_written(work_root: Path, sandbox: bool) ->
         bash('for a in "$@"; do printf "[%s]" "$a"; done', work_root, sandbox, args=ARGS)
     )
     assert outcome.stdout.decode() == "".join(f"[{arg}]" for arg in ARGS)
+
+
+async def test_stdin_is_the_given_bytes_unseen_in_the_directory_else_empty(
+    work_root: Path, sandbox: bool
+) -> None:
+    # More than a pipe holds, and never read by the first script: neither may stall.
+    data = b'{"text": "$(touch x) `id`"}\n' + b" " * (200 * 1024)
+    body = (
+        "import json, os, sys, hashlib\n"
+        "raw = sys.stdin.buffer.read()\n"
+        "print(json.dumps({'sha': hashlib.sha256(raw).hexdigest(), 'listing': os.listdir('.')}))"
+    )
+    seen = report(await run_script(python(body, work_root, sandbox, stdin=data)))
+    assert seen == {"sha": hashlib.sha256(data).hexdigest(), "listing": ["script.py"]}
+    ignoring = await run_script(bash("echo done", work_root, sandbox, stdin=data))
+    assert (ignoring.exit_code, ignoring.stdout) == (0, b"done\n")
+    empty = await run_script(bash("wc -c", work_root, sandbox))
+    assert empty.stdout.decode().strip() == "0"
 
 
 async def test_the_environment_is_exactly_the_one_given(

@@ -25,15 +25,26 @@ class _QuietServer(uvicorn.Server):
 
 
 @contextmanager
-def live_server(app: Any, *, startup_timeout: float = 10.0) -> Iterator[str]:
-    """Serve an ASGI app on 127.0.0.1 in a background thread; yield its base URL."""
+def live_server(
+    app: Any, *, startup_timeout: float = 10.0, proxy_headers: bool = True
+) -> Iterator[str]:
+    """Serve an ASGI app on 127.0.0.1 in a background thread; yield its base URL.
+
+    `proxy_headers=False` serves as our services do: the peer address is the socket's,
+    never rewritten from X-Forwarded-For.
+    """
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     # In-flight requests (a test's deliberately hanging handler) are cut off after 1 s.
     config = uvicorn.Config(
-        app, log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=1
+        app,
+        log_config=None,
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=1,
+        proxy_headers=proxy_headers,
     )
     server = _QuietServer(config)
     server.capture_signals = _no_signals  # type: ignore[method-assign]

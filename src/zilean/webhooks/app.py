@@ -7,7 +7,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from zilean.api.app import create_service_app
 from zilean.config import Service, WebhookSettings
+from zilean.ui.ratelimit import RateLimiter
+from zilean.webhooks import receiver
 
 
 def create_webhook_app(settings: WebhookSettings, engine: AsyncEngine) -> FastAPI:
-    return create_service_app(Service.WEBHOOK, "Zilean webhooks", settings, engine)
+    app = create_service_app(Service.WEBHOOK, "Zilean webhooks", settings, engine)
+    app.state.webhook_limiter = RateLimiter(settings.rate_per_minute, settings.rate_burst)
+    app.include_router(receiver.router)
+    return app

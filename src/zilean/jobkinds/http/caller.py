@@ -12,6 +12,7 @@ from zilean.crypto.contexts import secret_context
 from zilean.crypto.secretbox import SecretBox, SecretUnreadable
 from zilean.execution.payload import AttemptArgs, Trigger
 from zilean.execution.recording import LoadedJob, StoredVariable
+from zilean.execution.webhook_context import template_variables
 from zilean.jobkinds.caller import Caller, CallResult
 from zilean.jobkinds.definitions import kinds_run_by
 from zilean.jobkinds.errors import CallError, PermanentCallError
@@ -52,6 +53,8 @@ class HttpCaller:
         try:
             auth_secret = open_auth_secret(row, self._box)
             variables, secret_values = self._open_variables(row, loaded.variables, auth_secret)
+            # A webhook's values win over a global variable that happens to share a name.
+            variables |= template_variables(args)
             hops = args.webhook_hops if args.trigger == Trigger.WEBHOOK else None
             spec = build_request(
                 row,

@@ -21,6 +21,7 @@ from zilean.crypto.contexts import script_context
 from zilean.crypto.secretbox import SecretBox, SecretUnreadable
 from zilean.execution.payload import AttemptArgs
 from zilean.execution.recording import LoadedJob, StoredVariable
+from zilean.execution.webhook_context import script_stdin, script_variables
 from zilean.jobkinds.caller import Caller, CallResult
 from zilean.jobkinds.definitions import kind_of
 from zilean.jobkinds.errors import CallError, PermanentCallError
@@ -117,7 +118,9 @@ class ScriptCaller:
                 volumes={mount.name: mount.host_path for mount in volumes},
                 variables=variables,
                 runtime=self._interpreter.environment,
+                webhook=script_variables(args),
             ),
+            stdin=script_stdin(args),
             timeout_ms=self.timeout_ms(row),
             volumes=tuple(volumes),
             sandbox=self._host.sandbox,

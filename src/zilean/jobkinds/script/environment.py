@@ -46,11 +46,13 @@ def script_environment(
     volumes: Mapping[str, Path],
     variables: Sequence[tuple[str, str]],
     runtime: Mapping[str, str],
+    webhook: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """The whole environment of one run.
 
     `variables` are (global variable name, value) pairs, secrets already filtered to the
-    opted-in ones; `runtime` what the interpreter itself needs (Groovy's `JAVA_HOME`).
+    opted-in ones; `runtime` what the interpreter itself needs (Groovy's `JAVA_HOME`);
+    `webhook` the `ZILEAN_WEBHOOK_*` metadata of a webhook-triggered run.
     Injected names always win over a variable's; two variables that map to one name are
     both left out, and logged, rather than one silently chosen.
     """
@@ -62,6 +64,7 @@ def script_environment(
         **({"TZ": timezone} if timezone else {}),
         **{VOLUME_PREFIX + name.upper(): str(host) for name, host in volumes.items()},
         **runtime,
+        **(webhook or {}),
     }
     by_name: dict[str, list[str]] = {}
     values: dict[str, str] = {}

@@ -4,11 +4,12 @@ Guarantees, on every path (exit, timeout, spawn failure, cancellation of the cor
 the body is written to a file of its own (mode 0600, no execute bit) in a fresh 0700
 directory, which is removed afterwards; the child gets exactly `ScriptRun.env`, nothing of
 the worker's environment; the body and arguments reach the interpreter as written, with
-no shell and no substitution. The child leads a process group of its own and the whole
-group is killed when the run ends, so a background grandchild neither outlives the run
-nor holds the output pipes open. Non-guarantee: without the sandbox, a grandchild that
-starts a session of its own (`setsid`) leaves the group and survives; reading stops
-`KILL_GUARD_S` after the kill even if it still holds the pipes.
+no shell and no substitution, and `ScriptRun.stdin` (a webhook's body) is only stdin. The
+child leads a process group of its own and the whole group is killed when the run ends, so
+a background grandchild neither outlives the run nor holds the output pipes open.
+Non-guarantee: without the sandbox, a grandchild that starts a session of its own
+(`setsid`) leaves the group and survives; reading stops `KILL_GUARD_S` after the kill even
+if it still holds the pipes.
 
 With `sandbox=True` the child runs under bubblewrap (`sandbox_argv`): its own user, pid,
 IPC, UTS and cgroup namespaces and a fresh /proc, the host's network, and a filesystem of
@@ -25,7 +26,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,6 +92,7 @@ class ScriptRun:
     volumes: Sequence[VolumeMount] = ()
     sandbox: bool = False  # only when enabled and the start-up self-test passed
     work_root: Path | None = None  # where the per-run directory goes; None: the temp dir
+    stdin: bytes = b""  # what the script reads on stdin (a webhook's body); empty: /dev/null
 
 
 @dataclass(frozen=True)
@@ -293,8 +295,9 @@ async def _supervise(argv: list[str], run: ScriptRun, run_dir: Path) -> ScriptOu
     with contextlib.ExitStack() as stack:
         stdout = stack.enter_context(_Output(loop))
         stderr = stack.enter_context(_Output(loop))
+        stdin = stack.enter_context(_stdin_file(run.stdin, run_dir))
         try:
-            child = _spawn(argv, run.env, run_dir, stdout.write_end, stderr.write_end)
+            child = _spawn(argv, run.env, run_dir, stdin, stdout.write_end, stderr.write_end)
         finally:
             stdout.close_write_end()  # the child holds its own copies
             stderr.close_write_end()
@@ -324,8 +327,27 @@ async def _supervise(argv: list[str], run: ScriptRun, run_dir: Path) -> ScriptOu
     )
 
 
+@contextlib.contextmanager
+def _stdin_file(data: bytes, run_dir: Path) -> Iterator[int]:
+    """Yield the descriptor the child reads as stdin: `data` in a nameless file, or /dev/null.
+
+    A file rather than a pipe, so a script that never reads its input cannot stall the
+    worker on a full pipe; unlinked from the start (`TemporaryFile`), so no path to it
+    shows in the run directory. Blocking, but at most the webhook body cap (256 KiB).
+    """
+    if not data:
+        with Path(os.devnull).open("rb") as devnull:
+            yield devnull.fileno()
+        return
+    with tempfile.TemporaryFile(dir=run_dir) as file:
+        file.write(data)
+        file.flush()
+        file.seek(0)
+        yield file.fileno()
+
+
 def _spawn(
-    argv: list[str], env: Mapping[str, str], cwd: Path, stdout: int, stderr: int
+    argv: list[str], env: Mapping[str, str], cwd: Path, stdin: int, stdout: int, stderr: int
 ) -> subprocess.Popen[bytes]:
     """Start the child as the leader of a new session (and so of its own process group).
 
@@ -334,7 +356,7 @@ def _spawn(
     try:
         return subprocess.Popen(
             argv,
-            stdin=subprocess.DEVNULL,
+            stdin=stdin,
             stdout=stdout,
             stderr=stderr,
             env=dict(env),
