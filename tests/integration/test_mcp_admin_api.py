@@ -293,3 +293,19 @@ async def test_tokens_are_listed_newest_first(core_app: FastAPI, cast: Cast) -> 
         listed = (await alice.get("/api/mcp-tokens")).json()
     assert [token["id"] for token in listed] == [second["id"], first["id"]]
     assert len({token["account_id"] for token in listed}) == 2
+
+
+async def test_a_role_bound_to_an_mcp_token_cannot_be_deleted(
+    core_app: FastAPI, cast: Cast
+) -> None:
+    role = await create_role(core_app, cast.alice.session, "Agents", ["jobs:read"])
+    token = await issue_token(core_app, cast.alice.session, role)
+    async with client_for(core_app, cast.alice.session) as alice:
+        refused = await alice.delete(f"/api/roles/{role}")
+        assert (await alice.delete(f"/api/mcp-tokens/{token['id']}")).status_code == 204
+        deleted = await alice.delete(f"/api/roles/{role}")
+    assert (refused.status_code, refused.json()) == (
+        409,
+        {"error": "the role is bound to 1 MCP token(s); delete them first"},
+    )
+    assert deleted.status_code == 204

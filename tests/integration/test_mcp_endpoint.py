@@ -322,11 +322,12 @@ async def test_list_jobs_lists_every_job_and_applies_its_filters(
 
 @pytest.mark.usefixtures("enabled")
 async def test_get_job_shows_the_configuration_and_no_secret(
-    mcp: str, core_app: FastAPI, cast: Cast
+    mcp: str, core_app: FastAPI, cast: Cast, engine: AsyncEngine
 ) -> None:
     job = await create(core_app, cast.alice.session, **secret_job())
     for role in ("admin", "read_only"):
-        token = (await token_for(core_app, cast, role))["token"]
+        issued = await token_for(core_app, cast, role)
+        token = issued["token"]
         shown = payload(await call(mcp, token, "zilean_get_job", job_id=job["id"]))["job"]
         assert_no_secret(shown)
         assert shown["id"] == job["id"]
@@ -342,6 +343,8 @@ async def test_get_job_shows_the_configuration_and_no_secret(
         assert "webhook_token_hint" not in shown
         # The notify fields follow notify:read, as in the API.
         assert ("notify_on" in shown) is (role == "admin")
+        # Reads are not audited (as in the API).
+        assert entries_by(await audit_rows(engine), issued["account_id"]) == []
     token = (await token_for(core_app, cast, "read_only"))["token"]
     assert error_text(await call(mcp, token, "zilean_get_job", job_id=UNKNOWN_ID)) == (
         "job not found"
