@@ -10,8 +10,11 @@ from datetime import timedelta
 from typing import Any
 
 import httpx
+import httpx2
 import pytest
 from fastapi import FastAPI
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from sqlalchemy import func, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -19,7 +22,7 @@ from tests.support.actors import Cast, client_for
 from tests.support.api import UNKNOWN_ID, audit_rows, create_role
 from tests.support.attempts import run_now as api_run_now
 from tests.support.attempts import worker_for
-from tests.support.jobs import create
+from tests.support.jobs import FUTURE, create
 from tests.support.mcp import (
     call,
     error_text,
@@ -139,6 +142,25 @@ async def test_an_api_token_is_not_an_mcp_token(mcp: str, core_app: FastAPI, cas
             "/api/tokens", json={"name": "ci", "role_id": str(cast.role_ids["admin"])}
         )
     assert await refusal(mcp, Authorization=f"Bearer {created.json()['secret']}") == REFUSED
+
+
+@pytest.mark.usefixtures("enabled")
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28", "auto"])
+async def test_it_serves_both_protocol_eras(
+    mcp: str, core_app: FastAPI, cast: Cast, mode: str
+) -> None:
+    # `ClientSession` (above) opens with the initialize handshake; the SDK's `Client` can
+    # also speak the handshake-free 2026-07-28 protocol, which newer clients will use.
+    job = await create(core_app, cast.alice.session)
+    token = (await token_for(core_app, cast, "read_only"))["token"]
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http,
+        Client(streamable_http_client(f"{mcp}/mcp", http_client=http), mode=mode) as client,
+    ):
+        listed = [tool.name for tool in (await client.list_tools()).tools]
+        result = await client.call_tool("zilean_list_jobs", {})
+    assert listed == [*READ_TOOLS, "zilean_worker_metrics"]
+    assert [entry["id"] for entry in payload(result)["jobs"]] == [job["id"]]
 
 
 # Which tools a token sees.
@@ -494,22 +516,31 @@ async def test_a_refused_run_is_a_readable_tool_error_and_is_not_audited(
         core_app, cast.alice.session, name="hook", schedule_type="webhook", cron_expression=""
     )
     gated = await create(core_app, cast.alice.session, name="gated", group_name="paused")
+    once = await create(
+        core_app,
+        cast.alice.session,
+        name="once",
+        schedule_type="one_off",
+        cron_expression="",
+        run_at=FUTURE,
+    )
     async with client_for(core_app, cast.alice.session) as alice:
         paused = await alice.post("/api/groups/disable", json={"group_name": "paused"})
         assert paused.status_code == 200, paused.text
         # The API refuses the same runs with a 409 and the same reasons.
         api = {
             j["name"]: await api_run_now(core_app, cast.alice.session, j["id"])
-            for j in (off, hook, gated)
+            for j in (off, hook, gated, once)
         }
     reasons = {
         job["name"]: error_text(await call(mcp, token, "zilean_run_job", job_id=job["id"]))
-        for job in (off, hook, gated)
+        for job in (off, hook, gated, once)
     }
     assert reasons == {
         "off": "the job is disabled",
         "hook": "a webhook job cannot be run manually: it would run without a payload",
         "gated": "the job's group is disabled",
+        "once": "a one_off job cannot be run manually: it would run before its run_at",
     }
     assert {name: (r.status_code, r.json()["error"]) for name, r in api.items()} == {
         name: (409, reason) for name, reason in reasons.items()
