@@ -20,8 +20,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.support.actors import Cast, client_for
 from tests.support.api import UNKNOWN_ID, audit_rows, create_role
+from tests.support.attempts import attempts, worker_for
 from tests.support.attempts import run_now as api_run_now
-from tests.support.attempts import worker_for
 from tests.support.jobs import FUTURE, create
 from tests.support.mcp import (
     call,
@@ -568,7 +568,11 @@ async def test_a_run_while_every_member_is_running_is_a_readable_409(
         async with worker_for(database_url) as worker:
             first = payload(await call(mcp, token, "zilean_run_job", job_id=job["id"]))
             assert first["queued"] == 1
-            await eventually(lambda: _returns(bool(received)), what="the call to start")
+
+            async def started() -> bool:
+                return bool(received)
+
+            await eventually(started, what="the call to start")
             second = await call(mcp, token, "zilean_run_job", job_id=job["id"])
             assert error_text(second) == (
                 "run in progress: every pool member of this job is already running"
@@ -578,13 +582,7 @@ async def test_a_run_while_every_member_is_running_is_a_readable_409(
     assert len(runs) == 1
 
 
-async def _returns(value: bool) -> bool:
-    return value
-
-
 async def _finished(engine: AsyncEngine, job_id: str) -> bool:
-    from tests.support.attempts import attempts
-
     found = await attempts(engine, job_id)
     return bool(found) and all(a["state"] != "running" for a in found)
 
