@@ -78,6 +78,11 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("PUT", "/api/global-variables/{variable_id}"): "globalvars:write",
     ("DELETE", "/api/global-variables/{variable_id}"): "globalvars:write",
     ("GET", "/api/script-volumes"): "scriptvolumes:read",
+    ("GET", "/api/settings/mcp"): "settings:mcp",
+    ("PUT", "/api/settings/mcp"): "settings:mcp",
+    ("GET", "/api/mcp-tokens"): "settings:mcp",
+    ("POST", "/api/mcp-tokens"): "settings:mcp",
+    ("DELETE", "/api/mcp-tokens/{mcp_token_id}"): "settings:mcp",
     ("POST", "/api/script-volumes"): "scriptvolumes:write",
     ("PUT", "/api/script-volumes/{name}"): "scriptvolumes:write",
     ("DELETE", "/api/script-volumes/{name}"): "scriptvolumes:write",
@@ -163,6 +168,16 @@ CAROL_LACKS = [
     pytest.param("PUT", "/api/script-volumes/{name}", VOLUME_BODY),
     # scriptvolumes:write
     pytest.param("DELETE", "/api/script-volumes/{name}", None),
+    # settings:mcp
+    pytest.param("GET", "/api/settings/mcp", None),
+    # settings:mcp
+    pytest.param("PUT", "/api/settings/mcp", {"enabled": True}),
+    # settings:mcp
+    pytest.param("GET", "/api/mcp-tokens", None),
+    # settings:mcp
+    pytest.param("POST", "/api/mcp-tokens", {"name": "agent", "role_id": UNKNOWN_ID}),
+    # settings:mcp
+    pytest.param("DELETE", "/api/mcp-tokens/{mcp_token_id}", None),
 ]
 
 

@@ -23,6 +23,7 @@ from zilean.api.routes import (
     invites,
     job_csv,
     jobs,
+    mcp_admin,
     meta,
     monitoring,
     prometheus,
@@ -147,6 +148,7 @@ def create_core_app(settings: CoreSettings, engine: AsyncEngine) -> FastAPI:
         global_variables,
         script_volumes,
         queue_settings,
+        mcp_admin,
         monitoring,
         prometheus,
     ):

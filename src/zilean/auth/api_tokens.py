@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from zilean.audit.log import Actor, record
 from zilean.auth.permissions import Permission
 from zilean.auth.principal import Credential, Principal
-from zilean.auth.roles import check_grantable, load_roles
+from zilean.auth.roles import Role, check_grantable, load_roles
 from zilean.auth.tokens import digest, new_token
 from zilean.db.tables import api_tokens, roles, users
 from zilean.errors import InvalidInput, NotFound, PermissionDenied
@@ -67,6 +67,34 @@ async def list_tokens(
     return [dict(row) for row in (await conn.execute(query)).mappings().all()]
 
 
+async def check_token_request(
+    conn: AsyncConnection,
+    principal: Principal,
+    *,
+    name: str,
+    role_id: uuid.UUID,
+    expires_in: str,
+    kind: str,
+) -> tuple[str, Role]:
+    """Check a request for a role-bound token (API or MCP); return its trimmed name and role.
+
+    The role must exist, must not be Super Admin, and must be one the caller could grant.
+    """
+    name = name.strip()
+    if not name or len(name) > MAX_TOKEN_NAME:
+        raise InvalidInput(f"name is required and must be at most {MAX_TOKEN_NAME} characters")
+    if expires_in not in EXPIRIES:
+        raise InvalidInput("expires_in: must be one of 30d, 90d, 365d or never")
+    found = await load_roles(conn, [role_id])
+    if not found:
+        raise InvalidInput("role_id: unknown role")
+    role = found[0]
+    if role.is_super_admin:
+        raise PermissionDenied(f"{kind} cannot be bound to the Super Admin role")
+    check_grantable(principal, [role])
+    return name, role
+
+
 async def create_token(
     conn: AsyncConnection,
     principal: Principal,
@@ -78,18 +106,9 @@ async def create_token(
 ) -> tuple[dict[str, Any], str]:
     if principal.credential is Credential.API_TOKEN:
         raise PermissionDenied("API tokens cannot create other tokens; sign in to do this")
-    name = name.strip()
-    if not name or len(name) > MAX_TOKEN_NAME:
-        raise InvalidInput(f"name is required and must be at most {MAX_TOKEN_NAME} characters")
-    if expires_in not in EXPIRIES:
-        raise InvalidInput("expires_in: must be one of 30d, 90d, 365d or never")
-    found = await load_roles(conn, [role_id])
-    if not found:
-        raise InvalidInput("role_id: unknown role")
-    role = found[0]
-    if role.is_super_admin:
-        raise PermissionDenied("a token cannot be bound to the Super Admin role")
-    check_grantable(principal, [role])
+    name, role = await check_token_request(
+        conn, principal, name=name, role_id=role_id, expires_in=expires_in, kind="a token"
+    )
     secret = new_token(TOKEN_PREFIX)
     ttl = EXPIRIES[expires_in]
     token_id = uuid.uuid4()

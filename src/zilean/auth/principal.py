@@ -23,6 +23,7 @@ TOKEN_LAST_USED_GRANULARITY = 60  # seconds: last_used_at is written at most thi
 class Credential(StrEnum):
     SESSION = "session"  # the zilean_session cookie
     API_TOKEN = "api_token"  # noqa: S105 - Authorization: Bearer zat_...
+    MCP_TOKEN = "mcp_token"  # noqa: S105 - Authorization: Bearer zmcp_... on /mcp only
     CONSOLE = "console"  # the operator at the machine: start-up seeding (SEED_JOB)
 
 

@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from zilean.audit.log import Actor, record
 from zilean.auth.permissions import Permission, SystemRole, known_permissions
 from zilean.auth.principal import Principal
-from zilean.db.tables import api_tokens, role_permissions, roles, user_roles
+from zilean.db.tables import api_tokens, role_permissions, roles, user_roles, users
 from zilean.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 
 MAX_ROLE_NAME = 100
@@ -239,13 +239,20 @@ async def delete_role(conn: AsyncConnection, actor: Actor, role_id: uuid.UUID) -
     role = await _load_one(conn, role_id)
     if role.system_key is not None:
         raise Conflict("system roles cannot be deleted")
-    holders = (
+    held = (
         await conn.execute(
-            select(func.count()).select_from(user_roles).where(user_roles.c.role_id == role_id)
+            select(users.c.is_service_account, func.count())
+            .select_from(user_roles.join(users, users.c.id == user_roles.c.user_id))
+            .where(user_roles.c.role_id == role_id)
+            .group_by(users.c.is_service_account)
         )
-    ).scalar_one()
-    if holders:
-        raise Conflict(f"the role is assigned to {holders} user(s); reassign them first")
+    ).all()
+    # By is_service_account: the accounts behind MCP tokens are not users.
+    holders: dict[bool, int] = {bool(kind): int(count) for kind, count in held}
+    if holders.get(False):
+        raise Conflict(f"the role is assigned to {holders[False]} user(s); reassign them first")
+    if holders.get(True):
+        raise Conflict(f"the role is bound to {holders[True]} MCP token(s); delete them first")
     tokens = (
         await conn.execute(
             select(func.count())

@@ -52,16 +52,21 @@ async def hash_in_thread(password: str) -> str:
 async def list_users(
     conn: AsyncConnection, user_ids: Sequence[uuid.UUID] | None = None
 ) -> list[dict[str, Any]]:
-    query = select(
-        users.c.id,
-        users.c.email,
-        users.c.status,
-        users.c.is_super_admin,
-        users.c.is_bootstrap,
-        users.c.must_change_password,
-        users.c.created_at,
-        users.c.last_login_at,
-    ).order_by(func.lower(users.c.email))
+    # MCP tokens' hidden accounts are not users anyone manages: unlisted, and a 404 by id.
+    query = (
+        select(
+            users.c.id,
+            users.c.email,
+            users.c.status,
+            users.c.is_super_admin,
+            users.c.is_bootstrap,
+            users.c.must_change_password,
+            users.c.created_at,
+            users.c.last_login_at,
+        )
+        .where(users.c.is_service_account.is_(False))
+        .order_by(func.lower(users.c.email))
+    )
     if user_ids is not None:
         query = query.where(users.c.id.in_(list(user_ids)))
     rows = (await conn.execute(query)).mappings().all()

@@ -51,6 +51,8 @@ users = Table(
     Column("is_super_admin", Boolean, nullable=False, server_default=text("false")),
     # The account seeded from ADMIN_USERNAME: protected from lock-out operations.
     Column("is_bootstrap", Boolean, nullable=False, server_default=text("false")),
+    # The hidden account behind an MCP token: no password, never listed or managed as a user.
+    Column("is_service_account", Boolean, nullable=False, server_default=text("false")),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("last_login_at", DateTime(timezone=True), nullable=True),
@@ -144,6 +146,25 @@ api_tokens = Table(
 )
 Index("ix_api_tokens_user_id", api_tokens.c.user_id)
 Index("ix_api_tokens_role_id", api_tokens.c.role_id)
+
+# A bearer credential for the MCP endpoint. Its hidden service account (`user_id`) holds
+# the token's role and is the actor of everything the token does; deleting the account
+# deletes the token.
+mcp_tokens = Table(
+    "mcp_tokens",
+    metadata,
+    Column("id", Uuid, primary_key=True),
+    Column(
+        "user_id", Uuid, ForeignKey("users.id", ondelete="CASCADE"), nullable=False, unique=True
+    ),
+    Column("name", Text, nullable=False),
+    Column("token_hash", LargeBinary, nullable=False, unique=True),  # SHA-256 of the token
+    Column("token_hint", Text, nullable=False),  # the last characters, to tell tokens apart
+    Column("created_by", Uuid, nullable=True),  # no FK: the creator may be deleted later
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("expires_at", DateTime(timezone=True), nullable=True),
+    Column("last_used_at", DateTime(timezone=True), nullable=True),
+)
 
 audit_log = Table(
     "audit_log",

@@ -93,12 +93,23 @@ async def _now(conn: AsyncConnection) -> datetime:
 async def list_jobs(
     conn: AsyncConnection, context: RegistryContext, *, group_name: str | None = None
 ) -> list[dict[str, Any]]:
+    return await list_public_jobs(conn, context.default_timezone, group_name=group_name)
+
+
+async def list_public_jobs(
+    conn: AsyncConnection, default_timezone: str, *, group_name: str | None = None
+) -> list[dict[str, Any]]:
+    """Every job as `job_public` shows it: the redacted path, which needs no key.
+
+    The services that hold no encryption key (mcp, webhook) read jobs only through here
+    and `get_public_job`.
+    """
     query = _select().order_by(scheduled_jobs.c.group_name, scheduled_jobs.c.name)
     if group_name is not None:
         query = query.where(scheduled_jobs.c.group_name == group_name)
     rows = (await conn.execute(query)).mappings().all()
     now = await _now(conn)
-    return [job_public(dict(row), now, context.default_timezone) for row in rows]
+    return [job_public(dict(row), now, default_timezone) for row in rows]
 
 
 async def load_row(
@@ -116,7 +127,14 @@ async def load_row(
 async def get_job(
     conn: AsyncConnection, context: RegistryContext, job_id: uuid.UUID
 ) -> dict[str, Any]:
-    return job_public(await load_row(conn, job_id), await _now(conn), context.default_timezone)
+    return await get_public_job(conn, context.default_timezone, job_id)
+
+
+async def get_public_job(
+    conn: AsyncConnection, default_timezone: str, job_id: uuid.UUID
+) -> dict[str, Any]:
+    """One job through the redacted path (see `list_public_jobs`); NotFound if unknown."""
+    return job_public(await load_row(conn, job_id), await _now(conn), default_timezone)
 
 
 def _issue_webhook_token() -> tuple[str, dict[str, Any]]:
@@ -233,6 +251,12 @@ async def set_enabled(
     job_id: uuid.UUID,
     enabled: bool,
 ) -> dict[str, Any]:
+    await switch_job(conn, actor, job_id, enabled)
+    return await get_job(conn, context, job_id)
+
+
+async def switch_job(conn: AsyncConnection, actor: Actor, job_id: uuid.UUID, enabled: bool) -> None:
+    """Enable or disable one job, audited when it changes; needs no key (MCP uses it too)."""
     stored = await load_row(conn, job_id, lock=True)
     if stored["enabled"] != enabled:
         await conn.execute(
@@ -243,7 +267,6 @@ async def set_enabled(
         action = "job.enable" if enabled else "job.disable"
         await record(conn, actor, action, "job", job_id, after={"enabled": enabled})
         await queue_one_off(conn, job_id)
-    return await get_job(conn, context, job_id)
 
 
 async def set_all_enabled(conn: AsyncConnection, actor: Actor, enabled: bool) -> int:

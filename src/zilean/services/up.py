@@ -245,6 +245,9 @@ def run_up(options: UpOptions, environ: Mapping[str, str]) -> None:
                 embedded_postgres(options.data_dir / "postgres")
             )
         ensure_keys(env, options.data_dir)
+        if not env.get("MCP_HEALTH_URL", "").strip():
+            # The mcp app is served in this process, behind this origin: its answer is ours.
+            env["MCP_HEALTH_URL"] = f"{options.base_url}/healthz"
         asyncio.run(_serve(options, env, listener))
 
 
