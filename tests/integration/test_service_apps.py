@@ -38,9 +38,23 @@ def apps(database_url: str, engine: AsyncEngine) -> OriginApps:
 async def test_every_service_answers_healthz(apps: OriginApps, name: str) -> None:
     app: FastAPI = getattr(apps, name)
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://svc") as client:
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://svc") as client,
+    ):
         response = await client.get("/healthz")
     assert response.status_code == 200
+
+
+async def test_mcp_is_unhealthy_until_its_session_manager_runs(apps: OriginApps) -> None:
+    transport = httpx.ASGITransport(app=apps.mcp)
+    async with httpx.AsyncClient(transport=transport, base_url="http://mcp") as client:
+        before = await client.get("/healthz")
+        async with apps.mcp.router.lifespan_context(apps.mcp):
+            during = await client.get("/healthz")
+        after = await client.get("/healthz")
+    assert (before.status_code, during.status_code, after.status_code) == (503, 200, 503)
+    assert before.json() == {"error": "the MCP session manager is not running"}
 
 
 def test_the_single_origin_serves_every_service_over_a_real_socket(apps: OriginApps) -> None:

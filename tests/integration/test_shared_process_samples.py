@@ -117,7 +117,7 @@ async def test_a_hosted_service_that_fails_its_own_health_check_is_not_live(
     apps = build_apps(database_url, engine)
 
     async def broken(app: FastAPI) -> str | None:
-        return "the session manager is not running"
+        return "a check that fails"
 
     apps.mcp.state.health_checks.append(broken)
     secret = await create_token(apps.core, cast.carol.session, cast.role_ids["read_only"])
@@ -125,10 +125,10 @@ async def test_a_hosted_service_that_fails_its_own_health_check_is_not_live(
         async with httpx.AsyncClient(base_url=base, headers=bearer(secret)) as client:
             await eventually(lambda: live_sample(client, "core"), what="the start-up sample")
             health = (await client.get("/api/system/health")).json()
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=apps.mcp), base_url="http://mcp"
-    ) as client:
-        mcp_health = await client.get("/healthz")
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=apps.mcp), base_url="http://mcp"
+        ) as client:
+            mcp_health = await client.get("/healthz")
     live_services = {entry["service"] for entry in health if entry["live"]}
     assert live_services == {"core", "ui", "webhook"}
     assert await stored_samples(engine, Service.MCP) == []
@@ -136,7 +136,7 @@ async def test_a_hosted_service_that_fails_its_own_health_check_is_not_live(
     [(_, _, hosted)] = await measurements(engine, Service.CORE)
     assert hosted == ["core", "ui", "mcp", "webhook"]
     assert mcp_health.status_code == 503
-    assert mcp_health.json() == {"error": "the session manager is not running"}
+    assert mcp_health.json() == {"error": "a check that fails"}
 
 
 async def test_healthz_is_503_while_the_database_is_unreachable() -> None:

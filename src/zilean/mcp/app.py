@@ -176,6 +176,11 @@ def build_server(settings: McpSettings, engine: AsyncEngine) -> Server[Any]:
     )
 
 
+async def _session_manager_running(app: FastAPI) -> str | None:
+    """`/mcp` answers only inside the SDK's session manager, which the lifespan starts."""
+    return None if app.state.mcp_serving else "the MCP session manager is not running"
+
+
 def create_mcp_app(settings: McpSettings, engine: AsyncEngine) -> FastAPI:
     manager = StreamableHTTPSessionManager(
         app=build_server(settings, engine),
@@ -189,10 +194,16 @@ def create_mcp_app(settings: McpSettings, engine: AsyncEngine) -> FastAPI:
     )
 
     @asynccontextmanager
-    async def serving(_: FastAPI) -> AsyncIterator[None]:
+    async def serving(app: FastAPI) -> AsyncIterator[None]:
         async with manager.run():
-            yield
+            app.state.mcp_serving = True
+            try:
+                yield
+            finally:
+                app.state.mcp_serving = False
 
     app = create_service_app(Service.MCP, "Zilean MCP", settings, engine, background=serving)
+    app.state.mcp_serving = False
+    app.state.health_checks.append(_session_manager_running)
     app.router.routes.append(Route(MCP_PATH, Guard(engine, StreamableHTTPASGIApp(manager))))
     return app
