@@ -15,17 +15,13 @@ from tests.support.actors import client_for
 from tests.support.cli import RunningProcess, base_environment, spawn_cli
 from tests.support.monitoring import eventually
 from zilean.crypto.keys import derive_script_key, encode_key
+from zilean.jobkinds.definitions import SCRIPT_KINDS
 
 WORKER_START_WITHIN = 20.0  # seconds for a spawned worker to start consuming
 FINISHED_WITHIN = 60.0  # seconds for an attempt to be recorded (a JVM takes seconds)
 FINAL_STATES = {"succeeded", "failed", "cancelled"}
-RUNTIME_OF = {
-    "bash": "bash",
-    "python": "python",
-    "javascript": "node",
-    "typescript": "node",
-    "groovy": "groovy",
-}
+# Which `--runtime` runs each script job type, from the job kind table.
+RUNTIME_OF = {str(kind.job_type): str(kind.runtime) for kind in SCRIPT_KINDS.values()}
 
 
 def script_worker_environment(database_url: str, **extra: str) -> dict[str, str]:
