@@ -46,6 +46,8 @@ class Scale:
     api_jobs: int = 1_000
     api_hours: int = 24
     api_requests: int = 10
+    # webhook_lookup: refused calls per kind per round
+    webhook_requests: int = 200
     # footprint: seconds of RSS sampling per round, idle and under load (script_throughput
     # samples idle as long, and under load through each batch)
     footprint_idle: float = 1.0
@@ -73,6 +75,7 @@ QUICK = Scale(
     burst_jobs=1_000,
     reconcile_ticks=5,
     api_requests=3,
+    webhook_requests=50,
     footprint_idle=0.5,
     footprint_load=2.0,
     delay_jobs=6,

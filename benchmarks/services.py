@@ -195,3 +195,18 @@ async def wait_healthy(process: ManagedProcess, base_url: str) -> None:
                 return False
 
         await wait_until(healthy, within=START_TIMEOUT, what=f"{process.name} /healthz")
+
+
+async def start_webhook(processes: Processes, database_url: str) -> tuple[ManagedProcess, str]:
+    """Start the real `zilean webhook`, trusting X-Forwarded-For so the suite can spread
+    its calls over many client addresses; return it and its base URL."""
+    port = free_port()
+    env = child_env(
+        DATABASE_URL=database_url,
+        WEBHOOK_ADDR=f"127.0.0.1:{port}",
+        WEBHOOK_TRUST_PROXY_HEADERS="1",
+    )
+    process = processes.spawn("zilean-webhook", [sys.executable, "-m", "zilean", "webhook"], env)
+    base_url = f"http://127.0.0.1:{port}"
+    await wait_healthy(process, base_url)
+    return process, base_url

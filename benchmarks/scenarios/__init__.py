@@ -22,6 +22,7 @@ def all_scenarios() -> list[Scenario]:
         scale_out,
         schedule_lag,
         script_throughput,
+        webhook_lookup,
     )
 
     return [
@@ -36,4 +37,5 @@ def all_scenarios() -> list[Scenario]:
         api_latency.SCENARIO,
         footprint.SCENARIO,
         script_throughput.SCENARIO,
+        webhook_lookup.SCENARIO,
     ]
