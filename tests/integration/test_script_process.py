@@ -30,6 +30,7 @@ from zilean.jobkinds.script.host import sandbox_enforced
 from zilean.jobkinds.script.process import (
     KILL_GUARD_S,
     OUTPUT_CAP,
+    SANDBOX_TMP_BYTES,
     ScriptOutcome,
     ScriptRun,
     VolumeMount,
@@ -539,6 +540,18 @@ async def test_sandboxed_writes_land_only_in_scratch_and_the_run_directory(
     # but the interpreter's own tree when it lives under /tmp (a checkout there, as in CI)
     interpreter = {tree.parts[2] for tree in PYTHON_TREES if tree.parts[1:2] == ("tmp",)}
     assert seen["tmp"] == sorted({"scratch.txt", work_root.parts[2], *interpreter})
+
+
+TMP_SIZE = """
+import json, os
+st = os.statvfs("/tmp")
+print(json.dumps({"tmp_bytes": st.f_blocks * st.f_frsize}))
+"""
+
+
+async def test_the_sandboxs_tmp_is_capped(work_root: Path, sandboxed: None) -> None:
+    seen = report(await run_script(python(TMP_SIZE, work_root, True)))
+    assert seen["tmp_bytes"] == SANDBOX_TMP_BYTES
 
 
 CONCURRENT_FIRST = """

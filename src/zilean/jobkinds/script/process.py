@@ -40,6 +40,10 @@ log = structlog.get_logger(__name__)
 OUTPUT_CAP = 64 * 1024  # bytes of stdout, and of stderr, kept; the rest is counted and dropped
 KILL_GUARD_S = 5.0  # seconds to wait, after the kill, for the exit and for the pipes to close
 READ_CHUNK = 64 * 1024  # bytes read from a pipe at a time
+# A sandboxed run's /tmp is memory: capped, so that five runs at once cannot exhaust the
+# host's RAM (unsized, a tmpfs may take half of it). Large files belong in the run
+# directory or a volume, which are on disk.
+SANDBOX_TMP_BYTES = 256 * 1024 * 1024
 
 # Namespaces and process hygiene for a sandboxed run; the start-up self-test (host.py)
 # builds its argv with `sandbox_argv` too, so it proves exactly these work here. The
@@ -159,7 +163,8 @@ def sandbox_argv(
     """Return the bwrap command line that goes before the interpreter's argv.
 
     The sandbox's root is an empty tmpfs, made read-only once everything is mounted; a
-    private tmpfs on /tmp takes the scratch writes and is discarded with the run. The run
+    private tmpfs on /tmp, capped at `SANDBOX_TMP_BYTES` of memory, takes the scratch
+    writes and is discarded with the run. The run
     directory is bound after that tmpfs, at its own path, so it stays visible when it lives
     under /tmp while no other run's directory does. The environment is not on this command
     line (it would show in the process list): the caller passes it to bwrap, and `env`
@@ -174,7 +179,8 @@ def sandbox_argv(
     for pattern in _ETC:
         for entry in sorted(Path("/etc").glob(pattern)):
             argv += ["--ro-bind", str(entry), str(entry)]
-    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]  # noqa: S108 - private
+    argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(SANDBOX_TMP_BYTES)]
+    argv += ["--tmpfs", "/tmp"]  # noqa: S108 - private to the run
     for tree in _runtime_trees(interpreter):
         argv += ["--ro-bind", str(tree), str(tree)]
     argv += ["--bind", str(run_dir), str(run_dir)]
