@@ -12,17 +12,22 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 
 from zilean.jobkinds.definitions import GROOVY_NO_GRAPE, SCRIPT_KINDS, SCRIPT_PROGRAMS
+from zilean.jobkinds.script.host import sandbox_enforced
+from zilean.jobkinds.script.process import ScriptRun
+from zilean.jobkinds.script.process import run_script as run_in_process
 from zilean.jobkinds.script.runtimes import CHECKOUT_RUNTIMES, Interpreter, resolve
 from zilean.registry.kinds import JobType
 
 NODE_RUNTIME_DIR = CHECKOUT_RUNTIMES / "node"
 PINNED_TSX = CHECKOUT_RUNTIMES / SCRIPT_PROGRAMS[JobType.TYPESCRIPT].pinned
+REAL_PYTHON_DIR = Path(sys.executable).resolve().parent  # not a version manager's shim
 RUN_TIMEOUT = 60.0  # seconds; a cold JVM takes a few
 ARGS = ["one", "two words", "$HOME", "--flag"]
 # Each prints its arguments joined by "|"; typescript's annotation makes it TypeScript.
@@ -174,3 +179,35 @@ def test_groovy_refuses_grab_even_when_java_opts_ask_for_grape(tmp_path: Path) -
     assert "unable to resolve class zileantest.Greeter" in refused.stderr
     assert "hello from a grape" not in refused.stdout
     assert not cache.exists()  # Grape never ran: nothing was resolved or cached
+
+
+@pytest.mark.parametrize("job_type", list(SCRIPT_KINDS))
+async def test_each_installed_interpreter_runs_under_the_sandbox(
+    job_type: JobType, tmp_path: Path
+) -> None:
+    """Each runtime finds what it needs (its libraries, /etc entries, Java) inside bwrap.
+
+    The interpreters are looked up on a PATH with the real python first: a version
+    manager's shim (pyenv's) is a script that runs files the sandbox does not bind.
+    """
+    installed(job_type)
+    path = f"{REAL_PYTHON_DIR}:{os.environ['PATH']}"
+    interpreter = resolve(job_type, {**os.environ, "PATH": path})
+    if not sandbox_enforced(True):
+        pytest.skip("bwrap cannot create user namespaces on this host (self-test failed)")
+    work_root = (tmp_path / "runs").resolve()
+    work_root.mkdir()
+    outcome = await run_in_process(
+        ScriptRun(
+            command=interpreter.argv,
+            extension=interpreter.kind.extension,
+            body=PRINT_ARGS[job_type],
+            args=ARGS,
+            env={"PATH": path, **interpreter.environment},
+            timeout_ms=int(RUN_TIMEOUT * 1000),
+            sandbox=True,
+            work_root=work_root,
+        )
+    )
+    assert outcome.exit_code == 0, outcome.stderr.decode()
+    assert outcome.stdout.decode().strip() == "|".join(ARGS)
