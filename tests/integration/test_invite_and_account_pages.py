@@ -96,14 +96,14 @@ async def test_a_temporary_password_must_be_changed_before_anything_else(
     await add_user(engine, "gina@example.com", [cast.role_ids["admin"]], must_change_password=True)
     async with browser(ui_app) as client:
         await sign_in(client, "gina@example.com", PASSWORD)
-        page = await client.get("/")
+        page = await client.get("/account")
         assert "temporary password" in page.text
         session = client.cookies["zilean_session"]
         async with client_for(core_app, session) as api:
             blocked = await api.get("/api/roles")
             assert blocked.status_code == 403
             assert blocked.json() == {"error": "password change required"}
-        csrf = await csrf_from(client, "/")
+        csrf = await csrf_from(client, "/account")
         changed = await client.post(
             "/account/password",
             data={

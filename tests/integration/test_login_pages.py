@@ -34,7 +34,7 @@ async def test_signing_in_sets_a_strict_session_cookie_and_lands_on_the_account_
         assert "path=/" in lowered
         assert "max-age=86400" in lowered
         assert "secure" not in lowered  # plain HTTP on loopback
-        account = await client.get("/")
+        account = await client.get("/account")
         assert account.status_code == 200
         assert "bob@example.com" in account.text
 
@@ -180,7 +180,7 @@ async def test_logout_needs_a_post_and_ends_the_session_row(
         assert (await client.get("/logout")).status_code == 405
         async with client_for(core_app, session) as api:
             assert (await api.get("/api/account/me")).status_code == 200
-        token = await csrf_from(client, "/")
+        token = await csrf_from(client, "/account")
         out = await client.post("/logout", data={"csrf_token": token})
         assert out.status_code == 303
         assert out.headers["location"] == "/login"

@@ -1,4 +1,5 @@
-"""The ui service's ASGI app: the sign-in, invite and account pages, and their assets."""
+"""The ui service's ASGI app: the admin app, the sign-in, invite and account pages, and
+their assets."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from zilean.api.app import create_service_app
 from zilean.config import Service, UiSettings
 from zilean.ui import pages
 from zilean.ui.ratelimit import RateLimiter
+from zilean.ui.spa_routes import mount_spa
 
 ASSETS = Path(__file__).parent / "assets"
 
@@ -25,4 +27,5 @@ def create_ui_app(settings: UiSettings, engine: AsyncEngine) -> FastAPI:
     )
     app.include_router(pages.router)
     app.mount("/admin/assets", StaticFiles(directory=ASSETS), name="assets")
+    mount_spa(app)
     return app

@@ -240,7 +240,7 @@ def _account_page(
     )
 
 
-@router.get("/")
+@router.get("/account")
 async def account(request: Request, principal: Principal = Depends(signed_in_user)) -> Response:  # noqa: B008
     notice = "Password changed." if "changed" in request.query_params else None
     return _account_page(request, principal, notice=notice)
@@ -270,4 +270,4 @@ async def account_password(
             )
     except InvalidInput as exc:
         return _account_page(request, principal, 400, error=exc.message)
-    return RedirectResponse("/?changed=1", status_code=303)
+    return RedirectResponse("/account?changed=1", status_code=303)
