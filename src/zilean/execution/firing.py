@@ -106,6 +106,8 @@ def plan_firing(
             webhook_hops=webhook_hops,
             webhook_payload=webhook_payload,
             webhook_metadata=webhook_metadata,
+            fired_at=now.isoformat(),
+            fired_members=len(free),
         )
         for index in free
     ]
