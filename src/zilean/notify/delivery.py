@@ -153,12 +153,20 @@ def _smtp_error(exc: smtplib.SMTPException) -> str:
     return str(exc) or type(exc).__name__
 
 
-def _notify_in_process(url: str, title: str, body: str) -> bool:
-    import apprise  # loaded on first use: only core sends notices
+def _apprise() -> Any:
+    """The `apprise` module, loaded on first use (only core sends notices).
 
-    # Apprise's own log lines can name a service URL, credentials and all: ours say
-    # which target failed instead.
+    Its own log lines can name a service URL, credentials and all: they are silenced,
+    and ours say which target failed instead.
+    """
+    import apprise
+
     logging.getLogger("apprise").setLevel(logging.CRITICAL)
+    return apprise
+
+
+def _notify_in_process(url: str, title: str, body: str) -> bool:
+    apprise = _apprise()
 
     sender = apprise.Apprise()
     if not sender.add(url):
@@ -167,8 +175,7 @@ def _notify_in_process(url: str, title: str, body: str) -> bool:
 
 
 def apprise_url_valid(url: str) -> bool:
-    import apprise
-
+    apprise = _apprise()
     return bool(apprise.Apprise().add(url))
 
 

@@ -59,10 +59,10 @@ class Target:
 
 
 def apprise_hint(url: str) -> str:
-    """What may be shown of an Apprise URL: its scheme and host, never its path or user."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    return f"{parts.scheme}://{host}/…" if parts.scheme else "…"
+    """What may be shown of an Apprise URL: its scheme alone. Many services put a token
+    where a host would be (`slack://TokenA/...`), so even the host is not shown."""
+    scheme = urlsplit(url).scheme
+    return f"{scheme}://…" if scheme else "…"
 
 
 def _check(data: TargetInput, *, updating: bool) -> None:

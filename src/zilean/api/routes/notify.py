@@ -8,7 +8,7 @@ the same public view the API shows.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import aiohttp
 from fastapi import APIRouter, Depends, Path, Request, Response
@@ -28,7 +28,7 @@ from zilean.notify import targets as service
 from zilean.notify import thresholds
 from zilean.notify.delivery import DeliveryFailed, Notice
 from zilean.notify.dispatcher import deliver
-from zilean.notify.kinds import EventKind, TargetKind
+from zilean.notify.kinds import TargetKind
 from zilean.notify.settings import AppriseSettings, load_apprise, load_smtp, save_apprise
 
 router = APIRouter(tags=["notifications"])
@@ -51,14 +51,23 @@ class TargetWrite(StrictInput):
     read_only = frozenset({"id", "has_signing_secret", "created_at", "updated_at"})
 
     name: str = Field(min_length=1, max_length=200)
-    kind: TargetKind
+    kind: Literal["apprise", "email", "webhook"]
     address: str = Field(
         "",
         max_length=4000,
         description="The email address, the webhook URL, or the Apprise service URL. Blank "
         "on PUT of an Apprise target: the stored URL is kept.",
     )
-    events: list[EventKind] = Field(
+    events: list[
+        Literal[
+            "success",
+            "failure",
+            "retry_exhausted",
+            "invocation_alarm",
+            "loop_capped",
+            "firing_skipped",
+        ]
+    ] = Field(
         default_factory=list,
         description="Event filter; empty stores the four spec events. `failure` implies "
         "`retry_exhausted`. `loop_capped` and `firing_skipped` are opt-in.",
@@ -75,7 +84,7 @@ class TargetView(ResponseModel):
     name: str
     kind: str
     address: str = Field(
-        description="For an Apprise target only its scheme and host: the URL holds credentials."
+        description="For an Apprise target only its scheme: the URL holds credentials."
     )
     events: list[str]
     has_signing_secret: bool
@@ -90,7 +99,7 @@ class Sent(ResponseModel):
 def _input(body: TargetWrite) -> service.TargetInput:
     return service.TargetInput(
         name=body.name,
-        kind=body.kind,
+        kind=TargetKind(body.kind),
         address=body.address,
         events=[str(event) for event in body.events],
         signing_secret=body.signing_secret,
