@@ -94,7 +94,7 @@ async def resend_invite(user_id: uuid.UUID, request: Request, principal: Inviter
             user_id,
             public_base_url=request.app.state.settings.public_base_url,
         )
-    return InviteIssued(invite=InviteView.model_validate(invite), link=link)
+    return InviteIssued(invite=InviteView.model_validate(invite), link=link, email_sent=False)
 
 
 async def email_invite(request: Request, email: str, link: str) -> bool:
