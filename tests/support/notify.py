@@ -182,3 +182,18 @@ async def set_smtp(app: FastAPI, session: str, mail: MailServer, **fields: Any) 
     async with client_for(app, session) as client:
         response = await client.put("/api/settings/smtp", json=body | fields)
     assert response.status_code == 200, response.text
+
+
+@contextmanager
+def hanging_receiver() -> Iterator[tuple[str, list[float]]]:
+    """A webhook URL that takes POSTs and never answers; yield it and when each arrived."""
+    arrived: list[float] = []
+    never = asyncio.Event()
+
+    async def hang(request: Request) -> Response:
+        arrived.append(time.monotonic())
+        await never.wait()
+        return Response("never")
+
+    with live_server(Starlette(routes=[Route("/hang", hang, methods=["POST"])])) as url:
+        yield f"{url}/hang", arrived

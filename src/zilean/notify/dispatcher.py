@@ -473,7 +473,7 @@ class Notifier:
                     action="notify.failed",
                     target_id=target.id,
                     target_kind=str(target.kind),
-                    event=notice.event,
+                    notify_event=notice.event,
                     error=str(exc),
                 )
                 return
@@ -485,7 +485,7 @@ class Notifier:
             action="notify.delivered",
             target_id=target.id,
             target_kind=str(target.kind),
-            event=notice.event,
+            notify_event=notice.event,
         )
 
 
