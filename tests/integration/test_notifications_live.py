@@ -4,12 +4,15 @@ URL pointing at a local server). Conditions are waited on with timeouts."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import time
 import uuid
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from fastapi import FastAPI
 from sqlalchemy import func, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -19,12 +22,14 @@ from tests.support.attempts import (
     LiveWorker,
     attempts,
     http_job,
+    logged,
     remaining,
     run_now,
     settled,
     worker_for,
 )
-from tests.support.monitoring import eventually, insert_sample
+from tests.support.jobs import create
+from tests.support.monitoring import by_label, eventually, insert_sample, parse_exposition
 from tests.support.notify import (
     Receiver,
     add_target,
@@ -37,6 +42,7 @@ from tests.support.notify import (
 from tests.support.target import HttpTarget, ScriptedResponse, http_target
 from zilean.db.tables import job_events, notify_events
 from zilean.notify.dispatcher import Notifier
+from zilean.scheduler import SchedulerService
 
 FAIL = ScriptedResponse(500, b"upstream exploded")
 NO_RETRY = {"retry_enabled": False}
@@ -397,3 +403,48 @@ async def test_a_capped_loop_is_an_event_on_the_job_and_reaches_subscribed_targe
     async with engine.connect() as conn:
         kept = (await conn.execute(select(job_events.c.kind))).scalars().all()
     assert kept == ["loop_capped"]
+
+
+async def test_skipped_firings_are_one_event_per_run_of_skips(
+    core_app: FastAPI,
+    cast: Cast,
+    engine: AsyncEngine,
+    database_url: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A member still running makes the scheduler's next firings skip: the first skip of
+    each run of skips is an event (history, activity, Prometheus, subscribed targets)."""
+    with receiver() as hooks, hanging_receiver() as (slow_url, started):
+        skipped = await webhook(core_app, cast, hooks, "/skips", events=["firing_skipped"])
+        # Fires every second; each run hangs until its 2.5 s timeout: two skips per run.
+        job = await create(
+            core_app, cast.alice.session, name="slow", url=slow_url, http_method="POST",
+            cron_expression="@every 1s", exec_timeout_ms=2500, notify_targets=[skipped],
+            **NO_RETRY,
+        )  # fmt: skip
+        scheduler = SchedulerService(engine, database_url, "UTC")
+        stop = asyncio.Event()
+        with caplog.at_level(logging.INFO):
+            async with worker_for(database_url) as worker, notifier_for(engine) as notifier:
+                scheduling = asyncio.create_task(scheduler.run(stop))
+                await hooks.wait_for(2, within=30.0)
+                stop.set()
+                await scheduling
+                await worker.drain(lambda: settled(engine))
+                await notifier.settle()
+        async with client_for(core_app, cast.alice.session) as alice:
+            events = (await alice.get(f"/api/jobs/{job['id']}/events")).json()
+            activity = (await alice.get(f"/api/jobs/{job['id']}/activity")).json()
+    skips = [e for e in logged(caplog, "firing.members_skipped") if e["job_id"] == job["id"]]
+    exporter = core_app.state.metrics_exporter
+    await exporter.refresh()
+    exposition = parse_exposition(exporter.exposition().decode())
+    counted = by_label(exposition, "zilean_job_events_total", "kind")
+    assert len(skips) > len(events) >= 2  # several skips, one event per run of them
+    assert len(events) <= len(started)  # at most one per run that was still going
+    assert {e["kind"] for e in events} == {"firing_skipped"}
+    assert events[0]["detail"] == {"skipped_members": [0]}
+    assert [e["kind"] for e in activity["events"]] == [e["kind"] for e in events]
+    assert counted["firing_skipped"] == len(events)
+    assert {d.headers["x-zilean-event"] for d in hooks.deliveries} == {"firing_skipped"}
+    assert hooks.deliveries[0].body["skipped_members"] == [0]
