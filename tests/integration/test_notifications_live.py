@@ -448,3 +448,79 @@ async def test_skipped_firings_are_one_event_per_run_of_skips(
     assert counted["firing_skipped"] == len(events)
     assert {d.headers["x-zilean-event"] for d in hooks.deliveries} == {"firing_skipped"}
     assert hooks.deliveries[0].body["skipped_members"] == [0]
+
+
+async def test_only_the_leading_core_evaluates_alarms_on_its_interval(
+    core_app: FastAPI, cast: Cast, engine: AsyncEngine, database_url: str, target: HttpTarget
+) -> None:
+    with receiver() as hooks:
+        hook = await webhook(core_app, cast, hooks, "/alarm", events=["invocation_alarm"])
+        job = await http_job(core_app, cast.alice.session, target, notify_targets=[hook])
+        async with client_for(core_app, cast.alice.session) as alice:
+            created = await alice.post(
+                f"/api/jobs/{job['id']}/alarms",
+                json={"metric": "total", "threshold": 1, "window_minutes": 1},
+            )
+        assert created.status_code == 201, created.text
+        leading = False
+        async with (
+            worker_for(database_url) as worker,
+            notifier_for(engine, alarm_interval=0.05, leading=lambda: leading) as notifier,
+        ):
+            await run_to_end(core_app, cast, engine, worker, notifier, job)
+            await eventually(lambda: passes(notifier, 20), what="passes while standing by")
+            standing_by = (notifier.evaluations, len(hooks.deliveries))
+            leading = True
+            [delivery] = await hooks.wait_for(1)
+            await eventually(lambda: evaluated(notifier, 3), what="evaluations while leading")
+    assert standing_by == (0, 0)
+    assert delivery.body["alarm_state"] == "breached"
+    assert len(hooks.deliveries) == 1  # evaluated again and again: notified once
+
+
+async def passes(notifier: Notifier, count: int) -> bool:
+    return notifier.passes >= count
+
+
+async def evaluated(notifier: Notifier, count: int) -> bool:
+    return notifier.evaluations >= count
+
+
+async def test_the_target_test_route_reports_what_the_target_did(
+    core_app: FastAPI, cast: Cast, engine: AsyncEngine
+) -> None:
+    with receiver() as hooks, http_target() as server:
+        hooks.secrets["/ok"] = "s3cret"
+        ok = await webhook(core_app, cast, hooks, "/ok", signing_secret="s3cret")
+        moved = await add_target(
+            core_app, cast.alice.session, name="moved", kind="webhook",
+            address=f"{server.base_url}/moved",
+        )  # fmt: skip
+        apprise = await add_target(
+            core_app, cast.alice.session, name="via server", kind="apprise",
+            address="json://127.0.0.1:9/never-called-directly",
+        )  # fmt: skip
+        server.respond(ScriptedResponse(302, b"", {"Location": f"{hooks.base_url}/ok"}))
+        async with client_for(core_app, cast.alice.session) as alice:
+            sent = await alice.post(f"/api/notify/targets/{ok}/test")
+            redirected = await alice.post(f"/api/notify/targets/{moved['id']}/test")
+            configured = await alice.put(
+                "/api/settings/apprise",
+                json={"enabled": True, "server_url": f"{server.base_url}/notify"},
+            )
+            through_server = await alice.post(f"/api/notify/targets/{apprise['id']}/test")
+            probed = await alice.post(
+                "/api/settings/apprise/test", json={"server_url": f"{server.base_url}/notify"}
+            )
+    assert (sent.status_code, sent.json()) == (200, {"ok": True})
+    assert hooks.deliveries[0].verified is True
+    assert (redirected.status_code, redirected.json()) == (502, {"error": "answered 302"})
+    assert len(hooks.deliveries) == 1  # the redirect was not followed
+    assert configured.status_code == through_server.status_code == 200
+    notify_call = next(r for r in server.requests if r.path == "/notify")
+    assert json.loads(notify_call.body) == {
+        "urls": "json://127.0.0.1:9/never-called-directly",
+        "title": "Zilean: test notification",
+        "body": "This is a test notification from Zilean.",
+    }
+    assert probed.json() == {"ok": True, "status_code": 200, "error": None}

@@ -144,15 +144,15 @@ def receiver() -> Iterator[Receiver]:
 
 @asynccontextmanager
 async def notifier_for(engine: AsyncEngine, **options: Any) -> AsyncIterator[Notifier]:
-    """Core's notifier, leading, looking at the outbox every 20 ms, for the block."""
+    """Core's notifier, leading unless told, looking at the outbox every 20 ms, for the
+    block. Alarms are evaluated by hand unless `alarm_interval` is given."""
     settings: dict[str, Any] = {
+        "leading": lambda: True,
         "poll_interval": 0.02,
         "alarm_interval": 3600.0,
         "digest_window": 5.0,
     }
-    notifier = Notifier(
-        engine, SecretBox(base64.b64decode(KEY)), leading=lambda: True, **(settings | options)
-    )
+    notifier = Notifier(engine, SecretBox(base64.b64decode(KEY)), **(settings | options))
     stop = asyncio.Event()
     running = asyncio.create_task(notifier.run(stop))
     try:

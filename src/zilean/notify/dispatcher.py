@@ -218,6 +218,8 @@ class Notifier:
         self._slots = asyncio.Semaphore(max_deliveries)
         self._in_flight: set[asyncio.Task[None]] = set()
         self._client: aiohttp.ClientSession | None = None
+        self.passes = 0  # outbox passes made, and alarm evaluations (for tests, diagnostics)
+        self.evaluations = 0
 
     @property
     def client(self) -> aiohttp.ClientSession:
@@ -233,6 +235,7 @@ class Notifier:
                     await self.dispatch_once()
                 except Exception:
                     log.exception("notification pass failed", action="notify.pass_failed")
+                self.passes += 1
                 if self._leading() and time.monotonic() >= next_alarms:
                     next_alarms = time.monotonic() + self._alarm_interval
                     try:
@@ -240,6 +243,7 @@ class Notifier:
                         await self.evaluate_thresholds()
                     except Exception:
                         log.exception("alarm evaluation failed", action="notify.alarms_failed")
+                    self.evaluations += 1
                 await wait_for_stop(stop, self._poll_interval)
         finally:
             await self.close()
