@@ -58,3 +58,9 @@ class Conflict(ApiError):
     """The request conflicts with the current state."""
 
     status_code = 409
+
+
+class BadGateway(ApiError):
+    """The upstream service (an SMTP relay, a notification target) refused or failed."""
+
+    status_code = 502

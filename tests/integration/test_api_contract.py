@@ -233,7 +233,13 @@ async def test_patch_of_notify_fields_needs_notify_write_as_put_does(
 
 # --- who sees the notify fields --------------------------------------------------------
 
-NOTIFY_KEYS = {"notify_on", "notify_all_targets", "notify_targets"}
+NOTIFY_KEYS = {
+    "notify_on",
+    "notify_all_targets",
+    "notify_targets",
+    "notify_after_failures",
+    "notify_reminder_minutes",
+}
 
 
 async def test_every_route_that_returns_a_job_hides_notify_fields_without_notify_read(

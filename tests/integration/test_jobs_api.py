@@ -466,7 +466,8 @@ DOCUMENTED_DEFAULTS = {
     "loop_max_iterations": 50, "retry_enabled": True, "retry_mode": "exponential",
     "retry_base_delay_ms": 1000, "retry_multiplier": 2, "retry_max_delay_ms": 30_000,
     "retry_max_attempts": 5, "on_failure_url": "", "notify_on": "none",
-    "notify_all_targets": False, "notify_targets": [],
+    "notify_all_targets": False, "notify_targets": [], "notify_after_failures": 1,
+    "notify_reminder_minutes": 0,
 }  # fmt: skip
 
 

@@ -261,6 +261,8 @@ DEFAULTS = {
     "notify_on": "none",
     "notify_all_targets": False,
     "notify_targets": [],
+    "notify_after_failures": 1,
+    "notify_reminder_minutes": 0,
     "running_since_by_pool": {},
     "invocations_total": 0,
     "invocations_completed": 0,

@@ -18,6 +18,9 @@ from tests.support.actors import Cast, add_user, client_for, sign_in_directly
 from tests.support.api import FORBIDDEN, PASSWORD_CHANGE_REQUIRED, READ_ONLY_KEYS, UNKNOWN_ID
 from zilean.api.access import Authorize, authorizers
 
+ALARM_BODY = {"metric": "failed", "threshold": 5, "window_minutes": 30}
+TARGET_BODY = {"name": "ops", "kind": "email", "address": "ops@example.com"}
+
 # The spec's table: (method, path) -> the permission it needs, "signed-in" or "public".
 EXPECTED: dict[tuple[str, str], str] = {
     ("GET", "/api/meta"): "public",
@@ -83,6 +86,24 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("GET", "/api/mcp-tokens"): "settings:mcp",
     ("POST", "/api/mcp-tokens"): "settings:mcp",
     ("DELETE", "/api/mcp-tokens/{mcp_token_id}"): "settings:mcp",
+    ("GET", "/api/jobs/{job_id}/alarms"): "jobs:read",
+    ("GET", "/api/jobs/{job_id}/events"): "jobs:read",
+    ("POST", "/api/jobs/{job_id}/alarms"): "notify:write",
+    ("PUT", "/api/jobs/{job_id}/alarms/{alarm_id}"): "notify:write",
+    ("DELETE", "/api/jobs/{job_id}/alarms/{alarm_id}"): "notify:write",
+    ("GET", "/api/notify/targets"): "notify_settings:read",
+    ("POST", "/api/notify/targets"): "notify_settings:write",
+    ("PUT", "/api/notify/targets/{target_id}"): "notify_settings:write",
+    ("DELETE", "/api/notify/targets/{target_id}"): "notify_settings:write",
+    ("POST", "/api/notify/targets/{target_id}/test"): "notify_settings:write",
+    ("GET", "/api/settings/apprise"): "notify_settings:read",
+    ("PUT", "/api/settings/apprise"): "notify_settings:write",
+    ("POST", "/api/settings/apprise/test"): "notify_settings:write",
+    ("GET", "/api/notify/thresholds"): "notify_settings:read",
+    ("PUT", "/api/notify/thresholds/{service_name}"): "notify_settings:write",
+    ("GET", "/api/settings/smtp"): "settings:smtp",
+    ("PUT", "/api/settings/smtp"): "settings:smtp",
+    ("POST", "/api/settings/smtp/test"): "settings:smtp",
     ("POST", "/api/script-volumes"): "scriptvolumes:write",
     ("PUT", "/api/script-volumes/{name}"): "scriptvolumes:write",
     ("DELETE", "/api/script-volumes/{name}"): "scriptvolumes:write",
@@ -178,6 +199,25 @@ CAROL_LACKS = [
     pytest.param("POST", "/api/mcp-tokens", {"name": "agent", "role_id": UNKNOWN_ID}),
     # settings:mcp
     pytest.param("DELETE", "/api/mcp-tokens/{mcp_token_id}", None),
+    # notify:write
+    pytest.param("POST", "/api/jobs/{job_id}/alarms", ALARM_BODY),
+    pytest.param("PUT", "/api/jobs/{job_id}/alarms/{alarm_id}", ALARM_BODY),
+    pytest.param("DELETE", "/api/jobs/{job_id}/alarms/{alarm_id}", None),
+    # notify_settings:read and :write
+    pytest.param("GET", "/api/notify/targets", None),
+    pytest.param("POST", "/api/notify/targets", TARGET_BODY),
+    pytest.param("PUT", "/api/notify/targets/{target_id}", TARGET_BODY),
+    pytest.param("DELETE", "/api/notify/targets/{target_id}", None),
+    pytest.param("POST", "/api/notify/targets/{target_id}/test", None),
+    pytest.param("GET", "/api/settings/apprise", None),
+    pytest.param("PUT", "/api/settings/apprise", {"enabled": False}),
+    pytest.param("POST", "/api/settings/apprise/test", {"server_url": "http://a/notify"}),
+    pytest.param("GET", "/api/notify/thresholds", None),
+    pytest.param("PUT", "/api/notify/thresholds/{service_name}", {"cpu_percent": 1}),
+    # settings:smtp
+    pytest.param("GET", "/api/settings/smtp", None),
+    pytest.param("PUT", "/api/settings/smtp", {"enabled": False}),
+    pytest.param("POST", "/api/settings/smtp/test", {"to": "a@example.com"}),
 ]
 
 
@@ -275,6 +315,8 @@ async def test_it_lets_read_only_use_the_routes_her_permissions_cover(
         ("GET", "/api/jobs/{job_id}/calls"),
         ("GET", "/api/jobs/heartbeats"),
         ("GET", "/api/jobs/{job_id}/activity"),
+        ("GET", "/api/jobs/{job_id}/alarms"),
+        ("GET", "/api/jobs/{job_id}/events"),
         ("GET", "/api/metrics/live"),
         ("GET", "/api/metrics/history"),
         ("GET", "/api/system/health"),

@@ -70,6 +70,7 @@ class LiveWorker:
                 raise AssertionError(f"still waiting after {within} s")
             await asyncio.sleep(POLL_INTERVAL)
         await self.runner.callbacks.settle()
+        await self.runner.outbox.settle()
         return loop.time() - started
 
 
@@ -113,6 +114,7 @@ async def worker_for(
         stop.set()
         await running
         await runner.callbacks.settle()
+        await runner.outbox.settle()
         await runner.close()
         await client.close()
 

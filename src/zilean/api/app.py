@@ -17,6 +17,7 @@ from zilean.api.openapi import complete_openapi
 from zilean.api.routes import (
     account,
     activity,
+    alarms,
     audit,
     global_variables,
     groups,
@@ -26,20 +27,24 @@ from zilean.api.routes import (
     mcp_admin,
     meta,
     monitoring,
+    notify,
     prometheus,
     queue_settings,
     roles,
     runs,
     schedules,
     script_volumes,
+    smtp,
     tokens,
     users,
 )
 from zilean.config import CoreSettings, Service, Settings
+from zilean.crypto.secretbox import SecretBox
 from zilean.maintenance.sweeps import run_sweeps
 from zilean.monitoring.activity import HeartbeatCache
 from zilean.monitoring.prometheus import MetricsExporter
 from zilean.monitoring.sampling import sampling
+from zilean.notify.dispatcher import Notifier
 from zilean.scheduler import SchedulerService
 
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
@@ -103,7 +108,14 @@ async def _core_background(app: FastAPI) -> AsyncIterator[None]:
     stop = asyncio.Event()
     scheduler = SchedulerService(app.state.engine, settings.database_url, settings.timezone)
     app.state.scheduler = scheduler
+    notifier = Notifier(
+        app.state.engine,
+        SecretBox(settings.settings_encryption_key),
+        leading=scheduler.leading.is_set,
+    )
+    app.state.notifier = notifier
     tasks = [
+        asyncio.create_task(notifier.run(stop), name="zilean-notifier"),
         asyncio.create_task(run_sweeps(app.state.engine, stop), name="zilean-sweeps"),
         asyncio.create_task(scheduler.run(stop), name="zilean-scheduler"),
         asyncio.create_task(app.state.metrics_exporter.run(stop), name="zilean-prometheus"),
@@ -151,6 +163,9 @@ def create_core_app(settings: CoreSettings, engine: AsyncEngine) -> FastAPI:
         mcp_admin,
         monitoring,
         prometheus,
+        notify,
+        smtp,
+        alarms,
     ):
         app.include_router(module.router)
     app.openapi = lambda: complete_openapi(app)  # type: ignore[method-assign]

@@ -70,6 +70,8 @@ class JobView(ResponseModel):
     notify_on: str | None = Field(None, description="Shown only with notify:read.")
     notify_all_targets: bool | None = Field(None, description="Shown only with notify:read.")
     notify_targets: list[int] | None = Field(None, description="Shown only with notify:read.")
+    notify_after_failures: int | None = Field(None, description="Shown only with notify:read.")
+    notify_reminder_minutes: int | None = Field(None, description="Shown only with notify:read.")
     running_since_by_pool: dict[str, Any] = Field(
         description="Pool members running now, by index, with when they started."
     )

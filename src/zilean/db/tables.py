@@ -241,6 +241,10 @@ scheduled_jobs = Table(
     Column("notify_on", Text, nullable=False, server_default="none"),
     Column("notify_all_targets", Boolean, nullable=False, server_default=text("false")),
     Column("notify_targets", JSONB, nullable=False, server_default=text("'[]'::jsonb")),
+    # Alert policy (revision 0013): the Nth consecutive failed run notifies, and while the
+    # streak lasts a positive reminder interval spaces out the notices that follow.
+    Column("notify_after_failures", Integer, nullable=False, server_default="1"),
+    Column("notify_reminder_minutes", Integer, nullable=False, server_default="0"),
     # Server-managed
     Column("running_since_by_pool", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
     Column("invocations_total", BigInteger, nullable=False, server_default="0"),
@@ -381,4 +385,98 @@ registry_version = Table(
     Column("id", SmallInteger, primary_key=True, server_default="1"),
     Column("version", BigInteger, nullable=False, server_default="0"),
     CheckConstraint("id = 1", name="single_row"),
+)
+
+# Where notifications go (revision 0013). An Apprise service URL embeds credentials: it is
+# sealed under the master key (`sealed_url`), and only `address_hint` is shown. An email
+# target's address and a webhook's URL are plaintext in `address`; a webhook's signing
+# secret is sealed. `events` is the target's event filter (empty: the four spec events).
+notify_targets = Table(
+    "notify_targets",
+    metadata,
+    Column("id", Integer, Identity(), primary_key=True),
+    Column("name", Text, nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("address", Text, nullable=False, server_default=""),
+    Column("address_hint", Text, nullable=False, server_default=""),
+    Column("sealed_url", LargeBinary, nullable=True),
+    Column("sealed_signing_secret", LargeBinary, nullable=True),
+    Column("events", JSONB, nullable=False, server_default=text("'[]'::jsonb")),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    CheckConstraint("kind IN ('apprise', 'email', 'webhook')", name="kind"),
+)
+
+# The outbox between the workers and core: a worker adds a row when a run ends (or a loop
+# is capped, or a firing skips busy members) and core delivers it, so no worker needs the
+# settings key or waits on a target. Rows are deleted once handled.
+notify_events = Table(
+    "notify_events",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("job_id", Uuid, ForeignKey("scheduled_jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("pool_index", Integer, nullable=False, server_default="0"),
+    Column("firing", Text, nullable=False, server_default=""),
+    Column("fired_members", Integer, nullable=False, server_default="1"),
+    Column("detail", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("occurred_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+Index("ix_notify_events_job_id", notify_events.c.job_id)
+
+# Per job: the failure streak the alert policy counts, and whether a skip streak is open.
+job_notify_state = Table(
+    "job_notify_state",
+    metadata,
+    Column("job_id", Uuid, ForeignKey("scheduled_jobs.id", ondelete="CASCADE"), primary_key=True),
+    Column("consecutive_failures", Integer, nullable=False, server_default="0"),
+    Column("failure_notified", Boolean, nullable=False, server_default=text("false")),
+    Column("last_notified_at", DateTime(timezone=True), nullable=True),
+    Column("skipping", Boolean, nullable=False, server_default=text("false")),
+)
+
+# What the no-silent-failures events leave on the job: a capped loop, a skipped firing.
+# Shown with the job's call history and activity; retention follows the call history.
+job_events = Table(
+    "job_events",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("job_id", Uuid, ForeignKey("scheduled_jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("detail", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("occurred_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+Index("ix_job_events_job_id_id", job_events.c.job_id, job_events.c.id.desc())
+
+# Per-job invocation alarms, evaluated each minute by the leading core.
+job_alarms = Table(
+    "job_alarms",
+    metadata,
+    Column("id", Integer, Identity(), primary_key=True),
+    Column("job_id", Uuid, ForeignKey("scheduled_jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("enabled", Boolean, nullable=False, server_default=text("true")),
+    Column("metric", Text, nullable=False),
+    Column("threshold", Integer, nullable=False),
+    Column("window_minutes", Integer, nullable=False),
+    Column("last_state", Text, nullable=False, server_default="ok"),
+    Column("last_changed_at", DateTime(timezone=True), nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    CheckConstraint("metric IN ('total', 'failed')", name="metric"),
+    CheckConstraint("last_state IN ('ok', 'breached')", name="last_state"),
+)
+Index("ix_job_alarms_job_id", job_alarms.c.job_id)
+
+# One CPU/memory alarm per service, notifying Apprise and email targets on each transition.
+metric_thresholds = Table(
+    "metric_thresholds",
+    metadata,
+    Column("service", Text, primary_key=True),
+    Column("enabled", Boolean, nullable=False, server_default=text("true")),
+    Column("cpu_percent", Float, nullable=True),
+    Column("memory_mb", Float, nullable=True),
+    Column("target_ids", JSONB, nullable=False, server_default=text("'[]'::jsonb")),
+    Column("last_state", Text, nullable=False, server_default="ok"),
+    Column("last_changed_at", DateTime(timezone=True), nullable=True),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    CheckConstraint("last_state IN ('ok', 'breached')", name="last_state"),
 )

@@ -58,6 +58,8 @@ from zilean.execution.retry import coalesced_budget, decide_retry
 from zilean.jobkinds.caller import Caller, CallResult
 from zilean.jobkinds.definitions import kind_of, queue_for
 from zilean.jobkinds.errors import CallError, PermanentCallError
+from zilean.notify.kinds import EventKind
+from zilean.notify.outbox import Event, Outbox, run_end
 from zilean.queue_engine.consumer import Delivery, Handler, RetryLater
 from zilean.registry.kinds import JobType
 
@@ -101,6 +103,7 @@ class Plan:
     state: AttemptState
     continuation: AttemptArgs | None = None
     delay_ms: int = 0
+    loop_capped: int = 0  # the cap a loop stopped at (`loop_max_iterations`), else 0
 
     @property
     def terminal(self) -> bool:
@@ -140,6 +143,7 @@ class AttemptRunner:
         self._record_patience = record_patience
         self._running: dict[int, _Running] = {}
         self.callbacks = Callbacks(client, default_failure_url)
+        self.outbox = Outbox(self.statements.singles)
 
     async def run(self, queued: QueuedAttempt, args: AttemptArgs) -> AttemptState | None:
         """Run one attempt to its recorded end; return its state, or None when skipped.
@@ -244,6 +248,8 @@ class AttemptRunner:
             attempt=args.attempt,
         )
         self._report_failure(row, args, GIVEN_UP_ERROR, None, attempts=args.attempt)
+        if row["notify_on"] != "none":
+            self.outbox.add(run_end(args, "failed", GIVEN_UP_ERROR, None))
         return True
 
     async def close(self) -> None:
@@ -294,7 +300,24 @@ class AttemptRunner:
         # Not written (but no error): it was recorded already, by `interrupt` or before.
         if written and plan.terminal and plan.state is not AttemptState.SUCCEEDED:
             self._report_failure(loaded.row, args, error, call.status_code, attempts=args.attempt)
+        if written and plan.terminal:
+            self._notify(loaded.row, args, plan, error, call.status_code)
         return plan.state
+
+    def _notify(
+        self,
+        row: Mapping[str, Any],
+        args: AttemptArgs,
+        plan: Plan,
+        error: str | None,
+        status_code: int | None,
+    ) -> None:
+        """Leave the run's end in the outbox (core delivers it); a capped loop always."""
+        if plan.loop_capped:
+            detail = {"iterations": args.loop_iteration + 1, "cap": plan.loop_capped}
+            self.outbox.add(Event(EventKind.LOOP_CAPPED, args, detail))
+        if row["notify_on"] != "none":
+            self.outbox.add(run_end(args, str(plan.state), error, status_code))
 
     async def _call(self, loaded: LoadedJob, args: AttemptArgs) -> CallResult:
         caller = self._caller_of(loaded.row)
@@ -336,14 +359,16 @@ class AttemptRunner:
                 return Plan(AttemptState.SUCCEEDED, following, loop.delay_ms)
             if loop.reason == "max_iterations":
                 cap = row["loop_max_iterations"]
+                cap = cap if cap > 0 else DEFAULT_LOOP_MAX_ITERATIONS
                 log.error(
                     MAX_ITERATIONS_MESSAGE,
                     action="attempt.loop_max_iterations",
                     job_id=args.job_id,
                     name=row["name"],
                     pool_index=args.pool_index,
-                    cap=cap if cap > 0 else DEFAULT_LOOP_MAX_ITERATIONS,
+                    cap=cap,
                 )
+                return Plan(AttemptState.SUCCEEDED, loop_capped=cap)
             return Plan(AttemptState.SUCCEEDED)
         retry = decide_retry(
             settings=row,

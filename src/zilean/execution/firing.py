@@ -106,6 +106,8 @@ def plan_firing(
             webhook_hops=webhook_hops,
             webhook_payload=webhook_payload,
             webhook_metadata=webhook_metadata,
+            fired_at=now.isoformat(),
+            fired_members=len(free),
         )
         for index in free
     ]
@@ -122,13 +124,43 @@ _TAKE_LOCKS = text(
 )
 
 
+# A skip streak opens once (`job_notify_state.skipping`; core's notifier closes it when
+# the job's members are free again): only its first skip becomes an event.
+_SKIP_EVENTS = text(
+    """
+    WITH skipped AS (
+        SELECT * FROM jsonb_to_recordset(CAST(:skipped AS jsonb))
+                   AS s(job_id uuid, skipped_members jsonb)
+    ),
+    opened AS (
+        INSERT INTO job_notify_state AS state (job_id, skipping)
+        SELECT job_id, true FROM skipped
+        ON CONFLICT (job_id) DO UPDATE SET skipping = true WHERE NOT state.skipping
+        RETURNING job_id
+    ),
+    kept AS (
+        INSERT INTO job_events (job_id, kind, detail)
+        SELECT skipped.job_id, 'firing_skipped',
+               jsonb_build_object('skipped_members', skipped.skipped_members)
+          FROM skipped JOIN opened USING (job_id)
+    )
+    INSERT INTO notify_events (job_id, kind, detail)
+    SELECT skipped.job_id, 'firing_skipped',
+           jsonb_build_object('skipped_members', skipped.skipped_members)
+      FROM skipped JOIN opened USING (job_id)
+    """
+)
+
+
 async def apply_firings(
     conn: AsyncConnection, plans: Sequence[FiringPlan], *, scheduled_at: datetime | None = None
 ) -> list[int]:
     """Write the plans' locks (one statement) and queue their attempts (one statement).
 
-    Each plan that skips busy members logs them (at info, once per firing).
+    Each plan that skips busy members logs them (at info, once per firing) and, once
+    per run of consecutive skips, leaves a `firing_skipped` event on the job.
     """
+    skipped = []
     for plan in plans:
         if plan.busy:
             log.info(
@@ -138,6 +170,9 @@ async def apply_firings(
                 skipped=plan.busy,
                 fired=[member.pool_index for member in plan.members],
             )
+            skipped.append({"job_id": str(plan.job_id), "skipped_members": plan.busy})
+    if skipped:
+        await conn.execute(_SKIP_EVENTS, {"skipped": json.dumps(skipped)})
     taken = [{"id": str(plan.job_id), "locks": plan.taken} for plan in plans if plan.taken]
     if taken:
         await conn.execute(_TAKE_LOCKS, {"taken": json.dumps(taken)})

@@ -46,6 +46,10 @@ class AttemptArgs:
     webhook_hops: int | None = None
     webhook_payload: Any = None
     webhook_metadata: dict[str, Any] | None = None
+    # Which firing the run belongs to, and how many members it started: notifications
+    # gather a pool's members that ended in one firing into one digest.
+    fired_at: str | None = None
+    fired_members: int = 1
 
     @property
     def priority(self) -> int:

@@ -71,7 +71,7 @@ _JOB_COLUMNS = (
     "loop_enabled", "loop_response_path", "loop_delay_ms", "loop_jitter_ms",
     "loop_max_iterations", "retry_enabled", "retry_mode", "retry_base_delay_ms",
     "retry_multiplier", "retry_max_delay_ms", "retry_max_attempts", "on_failure_url",
-    "script_body", "script_args", "script_secret_vars", "capabilities",
+    "script_body", "script_args", "script_secret_vars", "capabilities", "notify_on",
 )  # fmt: skip
 
 # Whether the job's group, or a group above it, is disabled (`disabled`, per job row).
@@ -512,7 +512,8 @@ RELEASE = """
 UPDATE scheduled_jobs
    SET running_since_by_pool = running_since_by_pool - %(lock_key)s::text
  WHERE id = %(job_id)s
-RETURNING name, job_type, exec_timeout_ms, on_failure_url, schedule_type, one_off_after_run
+RETURNING name, job_type, exec_timeout_ms, on_failure_url, schedule_type, one_off_after_run,
+          notify_on
 """
 FINISH_MARKER = """
 UPDATE job_attempts

@@ -1,4 +1,5 @@
-"""Execution history retention: attempt rows, per-minute call stats and firing guards."""
+"""Execution history retention: attempt rows, per-minute call stats, job events and firing
+guards."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 from sqlalchemy import delete, func
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from zilean.db.tables import job_attempts, job_call_stats, job_firings
+from zilean.db.tables import job_attempts, job_call_stats, job_events, job_firings
 
 ATTEMPT_RETENTION = timedelta(days=30)
 CALL_STATS_RETENTION = timedelta(days=30)
@@ -23,6 +24,7 @@ class HistorySwept:
     attempts: int
     call_stats: int
     firings: int
+    events: int = 0  # capped loops and skipped firings, kept as long as the attempts
 
 
 async def sweep_history(engine: AsyncEngine, *, now: datetime | None = None) -> HistorySwept:
@@ -40,9 +42,15 @@ async def sweep_history(engine: AsyncEngine, *, now: datetime | None = None) -> 
                 job_call_stats.c.bucket_start < clock - CALL_STATS_RETENTION
             )
         )
+        events = await conn.execute(
+            delete(job_events).where(job_events.c.occurred_at < clock - ATTEMPT_RETENTION)
+        )
         firings = await conn.execute(
             delete(job_firings).where(job_firings.c.scheduled_for < clock - FIRING_GUARD_RETENTION)
         )
     return HistorySwept(
-        attempts=attempts.rowcount, call_stats=stats.rowcount, firings=firings.rowcount
+        attempts=attempts.rowcount,
+        call_stats=stats.rowcount,
+        firings=firings.rowcount,
+        events=events.rowcount,
     )

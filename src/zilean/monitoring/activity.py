@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import DateTime, Integer, Select, case, cast, func, literal, select, true
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from zilean.db.tables import job_call_stats, scheduled_jobs
+from zilean.db.tables import job_call_stats, job_events, scheduled_jobs
 from zilean.errors import NotFound
 from zilean.monitoring.window import MAX_SINCE_SECONDS, Window, utc_text
 
@@ -273,6 +273,7 @@ async def job_activity(conn: AsyncConnection, job_id: uuid.UUID, window: Window)
     return {
         "job_id": job_id,
         **window.geometry(first.window_start),
+        "events": await job_event_rows(conn, job_id, since=first.window_start),
         "buckets": [_bucket(row, latency=True) for row in rows if row.slot_start is not None],
         "invocations_total": first.invocations_total,
         "invocations_completed": first.invocations_completed,
@@ -298,3 +299,19 @@ def invocations_series(window: Window) -> Select[Any]:
 
 async def worker_invocations(conn: AsyncConnection, window: Window) -> list[dict[str, Any]]:
     return [_bucket(row) for row in await conn.execute(invocations_series(window))]
+
+
+EVENTS_SHOWN = 100  # the newest job events a response carries
+
+
+async def job_event_rows(
+    conn: AsyncConnection, job_id: uuid.UUID, *, since: Any = None, limit: int = EVENTS_SHOWN
+) -> list[dict[str, Any]]:
+    """The job's capped loops and skipped firings, newest first (since `since`, if given)."""
+    query = select(job_events.c.kind, job_events.c.detail, job_events.c.occurred_at).where(
+        job_events.c.job_id == job_id
+    )
+    if since is not None:
+        query = query.where(job_events.c.occurred_at >= since)
+    rows = await conn.execute(query.order_by(job_events.c.id.desc()).limit(limit))
+    return [dict(row) for row in rows.mappings()]

@@ -20,12 +20,12 @@ from typing import Any
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from zilean.config import Service
 from zilean.db.engine import driver_connection
-from zilean.db.tables import scheduled_jobs
+from zilean.db.tables import job_events, scheduled_jobs
 from zilean.execution.queues import Queue
 from zilean.jobkinds.definitions import JOB_KINDS, UNROUTED_QUEUE
 from zilean.loops import every
@@ -92,6 +92,27 @@ class AttemptTally:
         self._seen = seen
 
 
+@dataclass
+class EventTally:
+    """Job events (capped loops, skipped firings) by kind, counted by id as they appear,
+    so the sweep or a job's deletion never makes the counter go backwards."""
+
+    totals: dict[str, int] = field(
+        default_factory=lambda: dict.fromkeys(("loop_capped", "firing_skipped"), 0)
+    )
+    last_id: int = 0
+
+    async def update(self, conn: AsyncConnection) -> None:
+        rows = await conn.execute(
+            select(job_events.c.kind, func.count(), func.max(job_events.c.id))
+            .where(job_events.c.id > self.last_id)
+            .group_by(job_events.c.kind)
+        )
+        for kind, count, newest in rows:
+            self.totals[kind] = self.totals.get(kind, 0) + int(count)
+            self.last_id = max(self.last_id, int(newest))
+
+
 def processes(samples: Mapping[Service, dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
     """Fold each service's newest sample into one entry per process measurement.
 
@@ -114,6 +135,7 @@ class Snapshot:
     processes: list[tuple[str, dict[str, Any]]]  # (hosted services, their newest sample)
     attempts: dict[tuple[str, str], int]
     queue_depth: dict[tuple[str, str], int]
+    events: dict[str, int] = field(default_factory=dict)
 
 
 class MetricsExporter(Collector):
@@ -124,6 +146,7 @@ class MetricsExporter(Collector):
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
         self._tally = AttemptTally()
+        self._events = EventTally()
         self._snapshot = Snapshot(processes=[], attempts=dict(self._tally.totals), queue_depth={})
         self.refreshed = asyncio.Event()
 
@@ -144,7 +167,10 @@ class MetricsExporter(Collector):
             )
             self._tally.update(jobs)
             depth = await _queue_depth(conn)
-        self._snapshot = Snapshot(processes(samples), dict(self._tally.totals), depth)
+            await self._events.update(conn)
+        self._snapshot = Snapshot(
+            processes(samples), dict(self._tally.totals), depth, dict(self._events.totals)
+        )
         self.refreshed.set()
 
     async def run(self, stop: asyncio.Event, *, interval: float = REFRESH_INTERVAL) -> None:
@@ -192,6 +218,14 @@ class MetricsExporter(Collector):
         for (queue, state), count in sorted(snapshot.queue_depth.items()):
             depth.add_metric([queue, state], count)
         yield depth
+        events = CounterMetricFamily(
+            "zilean_job_events",
+            "Loops stopped at loop_max_iterations and runs of skipped firings, by kind.",
+            labels=["kind"],
+        )
+        for kind, count in sorted(snapshot.events.items()):
+            events.add_metric([kind], count)
+        yield events
 
 
 async def _queue_depth(conn: AsyncConnection) -> dict[tuple[str, str], int]:

@@ -64,6 +64,10 @@ READ_ONLY_FIELDS = frozenset(
 )
 
 
+MAX_NOTIFY_AFTER_FAILURES = 1000
+MAX_NOTIFY_REMINDER_MINUTES = 10_080  # a week
+
+
 class JobInput(StrictInput):
     """A write of job fields: the read-only fields of a job view are accepted and dropped."""
 
@@ -174,3 +178,16 @@ class JobWrite(JobInput):
     notify_on: str = Field("none", json_schema_extra=choices(NotifyOn))
     notify_all_targets: bool = False
     notify_targets: list[int] = Field(default_factory=list, json_schema_extra={"default": []})
+    notify_after_failures: int = Field(
+        1,
+        ge=1,
+        le=MAX_NOTIFY_AFTER_FAILURES,
+        description="Failure notices start at this many consecutive failed runs.",
+    )
+    notify_reminder_minutes: int = Field(
+        0,
+        ge=0,
+        le=MAX_NOTIFY_REMINDER_MINUTES,
+        description="While a notified failure streak lasts, notify again at most this often "
+        "(0: every failed run notifies).",
+    )

@@ -48,6 +48,12 @@ class OneOffAfterRun(StrEnum):
     DELETE = "delete"  # remove the row
 
 
-NOTIFY_FIELDS = ("notify_on", "notify_all_targets", "notify_targets")
+NOTIFY_FIELDS = (
+    "notify_on",
+    "notify_all_targets",
+    "notify_targets",
+    "notify_after_failures",
+    "notify_reminder_minutes",
+)
 HTTP_FIELDS = ("url", "query_params", "body", "headers", "auth_type", "auth_config")
 SCRIPT_FIELDS = ("script_body", "script_args", "script_secret_vars", "capabilities")

@@ -352,7 +352,13 @@ def _notify_values(
     if not principal.can(Permission.NOTIFY_WRITE):
         if stored is not None:
             return {field: stored[field] for field in NOTIFY_FIELDS}
-        return {"notify_on": "none", "notify_all_targets": False, "notify_targets": []}
+        return {
+            "notify_on": "none",
+            "notify_all_targets": False,
+            "notify_targets": [],
+            "notify_after_failures": 1,
+            "notify_reminder_minutes": 0,
+        }
     notify_on: NotifyOn = _choice("notify_on", job.notify_on, NotifyOn)
     if any(target < 1 for target in job.notify_targets):
         raise InvalidInput("notify_targets: must hold target ids (positive integers)")
@@ -360,4 +366,6 @@ def _notify_values(
         "notify_on": str(notify_on),
         "notify_all_targets": job.notify_all_targets,
         "notify_targets": sorted(set(job.notify_targets)),
+        "notify_after_failures": job.notify_after_failures,
+        "notify_reminder_minutes": job.notify_reminder_minutes,
     }

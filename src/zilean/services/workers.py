@@ -165,5 +165,6 @@ async def _consume(
         await consumer.run(stop)
     finally:
         await runner.callbacks.settle()
+        await runner.outbox.settle()
         await runner.close()
         await client.close()

@@ -422,6 +422,54 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/jobs/{job_id}/alarms": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Job Alarms
+         * @description The job's alarms, oldest first (an empty array when it has none).
+         */
+        get: operations["list_job_alarms"];
+        put?: never;
+        /**
+         * Create Job Alarm
+         * @description Add an alarm, starting `ok`; audited as `job_alarm.create`.
+         */
+        post: operations["create_job_alarm"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/jobs/{job_id}/alarms/{alarm_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Update Job Alarm
+         * @description Replace an alarm's settings; its state is kept until the next evaluation.
+         */
+        put: operations["update_job_alarm"];
+        post?: never;
+        /**
+         * Delete Job Alarm
+         * @description Delete an alarm; audited as `job_alarm.delete`.
+         */
+        delete: operations["delete_job_alarm"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/jobs/{job_id}/calls": {
         parameters: {
             query?: never;
@@ -473,6 +521,26 @@ export interface paths {
         put?: never;
         /** Enable Job */
         post: operations["enable_job"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/jobs/{job_id}/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Job Events
+         * @description The job's newest 100 events (capped loops, skipped firings), newest first.
+         */
+        get: operations["list_job_events"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -646,6 +714,114 @@ export interface paths {
          */
         get: operations["get_live_metrics"];
         put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/notify/targets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Notify Targets
+         * @description Every target, oldest first; secrets are never shown.
+         */
+        get: operations["list_notify_targets"];
+        put?: never;
+        /**
+         * Create Notify Target
+         * @description Add a target; audited as `notify_target.create`.
+         */
+        post: operations["create_notify_target"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/notify/targets/{target_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Update Notify Target
+         * @description Replace a target; a blank `signing_secret` (or Apprise `address`) keeps the stored one.
+         */
+        put: operations["update_notify_target"];
+        post?: never;
+        /**
+         * Delete Notify Target
+         * @description Delete a target; jobs that named it simply no longer reach it.
+         */
+        delete: operations["delete_notify_target"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/notify/targets/{target_id}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send Test Notice
+         * @description Send a test notice now; 502 carries why the target did not take it.
+         */
+        post: operations["test_notify_target"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/notify/thresholds": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Notify Thresholds
+         * @description Every service's metrics alarm with its current state (`ok` or `breached`).
+         */
+        get: operations["list_notify_thresholds"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/notify/thresholds/{service_name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Update Notify Threshold
+         * @description Set one service's CPU and/or memory alarm; audited as `notify_threshold.update`.
+         */
+        put: operations["update_notify_threshold"];
         post?: never;
         delete?: never;
         options?: never;
@@ -829,6 +1005,50 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/settings/apprise": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Apprise Settings
+         * @description The Apprise API server notices go through; off means Apprise runs in process.
+         */
+        get: operations["get_apprise_settings"];
+        /**
+         * Update Apprise Settings
+         * @description Save the connection; audited as `settings.apprise`.
+         */
+        put: operations["update_apprise_settings"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/settings/apprise/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Probe Apprise Server
+         * @description Probe the URL in the body (saved or not) with an empty notification.
+         */
+        post: operations["test_apprise_settings"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/settings/audit": {
         parameters: {
             query?: never;
@@ -899,6 +1119,50 @@ export interface paths {
          */
         put: operations["update_queue_job_settings"];
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/settings/smtp": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Smtp Settings
+         * @description The settings, without the password: `has_password` says whether one is stored.
+         */
+        get: operations["get_smtp_settings"];
+        /**
+         * Update Smtp Settings
+         * @description Save the settings, effective at once; audited as `settings.smtp`, password masked.
+         */
+        put: operations["update_smtp_settings"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/settings/smtp/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send Test Email
+         * @description Send a test message to `to`, through the saved settings or an unsaved `draft`.
+         */
+        post: operations["test_smtp_settings"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1083,6 +1347,63 @@ export interface components {
              */
             permissions: components["schemas"]["Permission"][];
         };
+        /** AlarmView */
+        AlarmView: {
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Enabled */
+            enabled: boolean;
+            /** Id */
+            id: number;
+            /**
+             * Job Id
+             * Format: uuid
+             */
+            job_id: string;
+            /**
+             * Last Changed At
+             * @description Null until the state first changes.
+             */
+            last_changed_at: string | null;
+            /**
+             * Last State
+             * @description `ok` or `breached`.
+             */
+            last_state: string;
+            /** Metric */
+            metric: string;
+            /** Threshold */
+            threshold: number;
+            /** Window Minutes */
+            window_minutes: number;
+        };
+        /** AlarmWrite */
+        AlarmWrite: {
+            /**
+             * Enabled
+             * @default true
+             */
+            enabled?: boolean;
+            /**
+             * Metric
+             * @description `total`: every attempt (loop iterations and retries included); `failed`: failed attempts only.
+             * @enum {string}
+             */
+            metric: "total" | "failed";
+            /**
+             * Threshold
+             * @description Fires at or above this count.
+             */
+            threshold: number;
+            /**
+             * Window Minutes
+             * @description One-minute buckets, the current one included.
+             */
+            window_minutes: number;
+        };
         /** AllServicesHistory */
         AllServicesHistory: {
             /**
@@ -1107,6 +1428,49 @@ export interface components {
              * @description The first slot's start, epoch-aligned.
              */
             window_start: string;
+        };
+        /** AppriseProbe */
+        AppriseProbe: {
+            /** Error */
+            error: string | null;
+            /**
+             * Ok
+             * @description Whether the server answered with a 2xx.
+             */
+            ok: boolean;
+            /**
+             * Status Code
+             * @description Its HTTP status, or null when unreachable.
+             */
+            status_code: number | null;
+        };
+        /** AppriseView */
+        AppriseView: {
+            /** Enabled */
+            enabled: boolean;
+            /** Server Url */
+            server_url: string;
+            /** Verify Tls */
+            verify_tls: boolean;
+        };
+        /** AppriseWrite */
+        AppriseWrite: {
+            /**
+             * Enabled
+             * @default false
+             */
+            enabled?: boolean;
+            /**
+             * Server Url
+             * @description Must end in `/notify` when set.
+             * @default
+             */
+            server_url?: string;
+            /**
+             * Verify Tls
+             * @default true
+             */
+            verify_tls?: boolean;
         };
         /**
          * AttemptState
@@ -1434,6 +1798,12 @@ export interface components {
         };
         /** InviteIssued */
         InviteIssued: {
+            /**
+             * Email Sent
+             * @description Whether the link was emailed (SMTP configured and the send worked). Best effort: when false, hand the link over yourself. Resend never emails.
+             * @default false
+             */
+            email_sent?: boolean;
             invite: components["schemas"]["InviteView"];
             /**
              * Link
@@ -1483,6 +1853,11 @@ export interface components {
             /** Buckets */
             buckets: components["schemas"]["CallBucket"][];
             /**
+             * Events
+             * @description The window's job events, newest first.
+             */
+            events: components["schemas"]["JobEvent"][];
+            /**
              * Invocations Completed
              * @description Over the job's whole life.
              */
@@ -1513,6 +1888,30 @@ export interface components {
              * @description The first slot's start, epoch-aligned.
              */
             window_start: string;
+        };
+        /**
+         * JobEvent
+         * @description What used to end silently: a loop stopped at `loop_max_iterations`, or a firing
+         *     skipped because pool members were still running (once per run of skips).
+         */
+        JobEvent: {
+            /**
+             * Detail
+             * @description `iterations` and `cap` for a capped loop; `skipped_members` for a skip.
+             */
+            detail: {
+                [key: string]: unknown;
+            };
+            /**
+             * Kind
+             * @description `loop_capped` or `firing_skipped`.
+             */
+            kind: string;
+            /**
+             * Occurred At
+             * Format: date-time
+             */
+            occurred_at: string;
         };
         /** JobHeartbeat */
         JobHeartbeat: {
@@ -1569,10 +1968,14 @@ export interface components {
             loop_response_path?: string | null;
             /** Name */
             name?: string | null;
+            /** Notify After Failures */
+            notify_after_failures?: number | null;
             /** Notify All Targets */
             notify_all_targets?: boolean | null;
             /** Notify On */
             notify_on?: string | null;
+            /** Notify Reminder Minutes */
+            notify_reminder_minutes?: number | null;
             /** Notify Targets */
             notify_targets?: number[] | null;
             /** On Failure Url */
@@ -1699,6 +2102,11 @@ export interface components {
              */
             next_run_at: string | null;
             /**
+             * Notify After Failures
+             * @description Shown only with notify:read.
+             */
+            notify_after_failures?: number | null;
+            /**
              * Notify All Targets
              * @description Shown only with notify:read.
              */
@@ -1708,6 +2116,11 @@ export interface components {
              * @description Shown only with notify:read.
              */
             notify_on?: string | null;
+            /**
+             * Notify Reminder Minutes
+             * @description Shown only with notify:read.
+             */
+            notify_reminder_minutes?: number | null;
             /**
              * Notify Targets
              * @description Shown only with notify:read.
@@ -1892,6 +2305,12 @@ export interface components {
              */
             name: string;
             /**
+             * Notify After Failures
+             * @description Failure notices start at this many consecutive failed runs.
+             * @default 1
+             */
+            notify_after_failures?: number;
+            /**
              * Notify All Targets
              * @default false
              */
@@ -1902,6 +2321,12 @@ export interface components {
              * @enum {string}
              */
             notify_on?: "none" | "success" | "failure" | "both";
+            /**
+             * Notify Reminder Minutes
+             * @description While a notified failure streak lasts, notify again at most this often (0: every failed run notifies).
+             * @default 0
+             */
+            notify_reminder_minutes?: number;
             /**
              * Notify Targets
              * @default []
@@ -2589,6 +3014,11 @@ export interface components {
              */
             volumes_root_mounted: boolean;
         };
+        /** Sent */
+        Sent: {
+            /** Ok */
+            ok: boolean;
+        };
         /**
          * Service
          * @description A service label: the process kind, as it appears in logs and metrics.
@@ -2634,12 +3064,127 @@ export interface components {
              */
             window_start: string;
         };
+        /** SmtpTest */
+        SmtpTest: {
+            /** @description Unsaved settings to test instead. */
+            draft?: components["schemas"]["SmtpWrite"] | null;
+            /**
+             * To
+             * @description Where the test message goes.
+             */
+            to: string;
+        };
+        /** SmtpView */
+        SmtpView: {
+            /** Enabled */
+            enabled: boolean;
+            /** From */
+            from: string;
+            /** Has Password */
+            has_password: boolean;
+            /** Host */
+            host: string;
+            /** Port */
+            port: number;
+            /** Username */
+            username: string;
+        };
+        /** SmtpWrite */
+        SmtpWrite: {
+            /**
+             * Enabled
+             * @default false
+             */
+            enabled?: boolean;
+            /**
+             * From
+             * @description The From address.
+             * @default
+             */
+            from?: string;
+            /**
+             * Host
+             * @default
+             */
+            host?: string;
+            /**
+             * Password
+             * @description Write-only; blank keeps the stored one.
+             * @default
+             */
+            password?: string;
+            /**
+             * Port
+             * @default 587
+             */
+            port?: number;
+            /**
+             * Username
+             * @default
+             */
+            username?: string;
+        };
         /**
          * SystemRole
          * @description The seeded roles: they cannot be renamed or deleted.
          * @enum {string}
          */
         SystemRole: "super_admin" | "admin" | "read_only";
+        /** TargetView */
+        TargetView: {
+            /**
+             * Address
+             * @description For an Apprise target only its scheme: the URL holds credentials.
+             */
+            address: string;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Events */
+            events: string[];
+            /** Has Signing Secret */
+            has_signing_secret: boolean;
+            /** Id */
+            id: number;
+            /** Kind */
+            kind: string;
+            /** Name */
+            name: string;
+            /**
+             * Updated At
+             * Format: date-time
+             */
+            updated_at: string;
+        };
+        /** TargetWrite */
+        TargetWrite: {
+            /**
+             * Address
+             * @description The email address, the webhook URL, or the Apprise service URL. Blank on PUT of an Apprise target: the stored URL is kept.
+             * @default
+             */
+            address?: string;
+            /**
+             * Events
+             * @description Event filter; empty stores the four spec events. `failure` implies `retry_exhausted`. `loop_capped` and `firing_skipped` are opt-in.
+             */
+            events?: ("success" | "failure" | "retry_exhausted" | "invocation_alarm" | "loop_capped" | "firing_skipped")[];
+            /**
+             * Kind
+             * @enum {string}
+             */
+            kind: "apprise" | "email" | "webhook";
+            /** Name */
+            name: string;
+            /**
+             * Signing Secret
+             * @description Webhook only, write-only: signs deliveries. Blank on PUT keeps it.
+             * @default
+             */
+            signing_secret?: string;
+        };
         /** TemporaryPassword */
         TemporaryPassword: {
             /**
@@ -2647,6 +3192,54 @@ export interface components {
              * @description Shown this once: only its hash is stored.
              */
             temp_password: string;
+        };
+        /** ThresholdView */
+        ThresholdView: {
+            /** Cpu Percent */
+            cpu_percent: number | null;
+            /** Enabled */
+            enabled: boolean;
+            /** Last Changed At */
+            last_changed_at: string | null;
+            /**
+             * Last State
+             * @description `ok` or `breached`.
+             */
+            last_state: string;
+            /** Memory Mb */
+            memory_mb: number | null;
+            /** Service */
+            service: string;
+            /** Target Ids */
+            target_ids: number[];
+            /**
+             * Updated At
+             * Format: date-time
+             */
+            updated_at: string;
+        };
+        /** ThresholdWrite */
+        ThresholdWrite: {
+            /**
+             * Cpu Percent
+             * @description CPU % of one core; null for none.
+             */
+            cpu_percent?: unknown;
+            /**
+             * Enabled
+             * @default true
+             */
+            enabled?: boolean;
+            /**
+             * Memory Mb
+             * @description Resident memory in MB (2^20 bytes); null for none.
+             */
+            memory_mb?: unknown;
+            /**
+             * Target Ids
+             * @description Apprise and email targets only.
+             */
+            target_ids?: number[];
         };
         /** TokenCreate */
         TokenCreate: {
@@ -3901,6 +4494,170 @@ export interface operations {
             };
         };
     };
+    list_job_alarms: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                job_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AlarmView"][];
+                };
+            };
+            /** @description No valid session and no bearer token: a redirect to `/login`. */
+            302: {
+                headers: {
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request was refused: `error` says why, naming the field at fault. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    create_job_alarm: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                job_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AlarmWrite"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AlarmView"];
+                };
+            };
+            /** @description No valid session and no bearer token: a redirect to `/login`. */
+            302: {
+                headers: {
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request was refused: `error` says why, naming the field at fault. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    update_job_alarm: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                job_id: string;
+                alarm_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AlarmWrite"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AlarmView"];
+                };
+            };
+            /** @description No valid session and no bearer token: a redirect to `/login`. */
+            302: {
+                headers: {
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request was refused: `error` says why, naming the field at fault. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_job_alarm: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                job_id: string;
+                alarm_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description No valid session and no bearer token: a redirect to `/login`. */
+            302: {
+                headers: {
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request was refused: `error` says why, naming the field at fault. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     list_job_calls: {
         parameters: {
             query?: {
@@ -4000,6 +4757,45 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["JobView"];
+                };
+            };
+            /** @description No valid session and no bearer token: a redirect to `/login`. */
+            302: {
+                headers: {
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request was refused: `error` says why, naming the field at fault. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_job_events: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                job_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobEvent"][];
                 };
             };
             /** @description No valid session and no bearer token: a redirect to `/login`. */
@@ -4345,6 +5141,292 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["LiveSample"] | null;
+                };
+            };
+            /** @description No valid session and no bearer token: a redirect to `/login`. */
+            302: {
+                headers: {
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request was refused: `error` says why, naming the field at fault. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_notify_targets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TargetView"][];
+                };
+            };
+            /** @description No valid session and no bearer token: a redirect to `/login`. */
+            302: {
+                headers: {
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request was refused: `error` says why, naming the field at fault. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    create_notify_target: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TargetWrite"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TargetView"];
+                };
+            };
+            /** @description No valid session and no bearer token: a redirect to `/login`. */
+            302: {
+                headers: {
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request was refused: `error` says why, naming the field at fault. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    update_notify_target: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                target_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TargetWrite"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TargetView"];
+                };
+            };
+            /** @description No valid session and no bearer token: a redirect to `/login`. */
+            302: {
+                headers: {
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request was refused: `error` says why, naming the field at fault. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_notify_target: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                target_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description No valid session and no bearer token: a redirect to `/login`. */
+            302: {
+                headers: {
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request was refused: `error` says why, naming the field at fault. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    test_notify_target: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                target_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Sent"];
+                };
+            };
+            /** @description No valid session and no bearer token: a redirect to `/login`. */
+            302: {
+                headers: {
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The target did not take the notice. */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The request was refused: `error` says why, naming the field at fault. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_notify_thresholds: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ThresholdView"][];
+                };
+            };
+            /** @description No valid session and no bearer token: a redirect to `/login`. */
+            302: {
+                headers: {
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request was refused: `error` says why, naming the field at fault. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    update_notify_threshold: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                service_name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ThresholdWrite"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ThresholdView"];
                 };
             };
             /** @description No valid session and no bearer token: a redirect to `/login`. */
@@ -4843,6 +5925,125 @@ export interface operations {
             };
         };
     };
+    get_apprise_settings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AppriseView"];
+                };
+            };
+            /** @description No valid session and no bearer token: a redirect to `/login`. */
+            302: {
+                headers: {
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request was refused: `error` says why, naming the field at fault. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    update_apprise_settings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AppriseWrite"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AppriseView"];
+                };
+            };
+            /** @description No valid session and no bearer token: a redirect to `/login`. */
+            302: {
+                headers: {
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request was refused: `error` says why, naming the field at fault. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    test_apprise_settings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AppriseWrite"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AppriseProbe"];
+                };
+            };
+            /** @description No valid session and no bearer token: a redirect to `/login`. */
+            302: {
+                headers: {
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request was refused: `error` says why, naming the field at fault. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     get_audit_settings: {
         parameters: {
             query?: never;
@@ -5065,6 +6266,143 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description The request was refused: `error` says why, naming the field at fault. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_smtp_settings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SmtpView"];
+                };
+            };
+            /** @description No valid session and no bearer token: a redirect to `/login`. */
+            302: {
+                headers: {
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request was refused: `error` says why, naming the field at fault. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    update_smtp_settings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SmtpWrite"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SmtpView"];
+                };
+            };
+            /** @description No valid session and no bearer token: a redirect to `/login`. */
+            302: {
+                headers: {
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request was refused: `error` says why, naming the field at fault. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    test_smtp_settings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SmtpTest"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Sent"];
+                };
+            };
+            /** @description No valid session and no bearer token: a redirect to `/login`. */
+            302: {
+                headers: {
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description No draft, and SMTP is not configured. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The send failed; the SMTP error says why. */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
             };
             /** @description The request was refused: `error` says why, naming the field at fault. */
             "4XX": {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
@@ -14,8 +14,9 @@ from zilean.api.access import require
 from zilean.api.responses import ResponseModel
 from zilean.auth.permissions import Permission
 from zilean.auth.principal import Principal
-from zilean.monitoring.activity import heartbeats, job_activity
+from zilean.monitoring.activity import heartbeats, job_activity, job_event_rows
 from zilean.monitoring.window import Window
+from zilean.registry.jobs import load_row
 
 router = APIRouter(prefix="/api/jobs", tags=["jobs"])
 
@@ -60,9 +61,21 @@ class Heartbeats(WindowGeometry):
     jobs: list[JobHeartbeat] = Field(description="Every job, in the jobs list's order.")
 
 
+class JobEvent(ResponseModel):
+    """What used to end silently: a loop stopped at `loop_max_iterations`, or a firing
+    skipped because pool members were still running (once per run of skips)."""
+
+    kind: str = Field(description="`loop_capped` or `firing_skipped`.")
+    detail: dict[str, Any] = Field(
+        description="`iterations` and `cap` for a capped loop; `skipped_members` for a skip."
+    )
+    occurred_at: datetime
+
+
 class JobActivity(WindowGeometry):
     job_id: uuid.UUID
     buckets: list[CallBucket]
+    events: list[JobEvent] = Field(description="The window's job events, newest first.")
     invocations_total: int = Field(description="Over the job's whole life, not the window.")
     invocations_completed: int = Field(description="Over the job's whole life.")
     invocations_failed: int = Field(description="Over the job's whole life.")
@@ -97,3 +110,12 @@ async def get_activity(
     async with request.app.state.engine.connect() as conn:
         activity = await job_activity(conn, job_id, window)
     return JobActivity.model_validate(activity)
+
+
+@router.get("/{job_id}/events", operation_id="list_job_events")
+async def list_job_events(job_id: uuid.UUID, request: Request, _: Reader) -> list[JobEvent]:
+    """The job's newest 100 events (capped loops, skipped firings), newest first."""
+    async with request.app.state.engine.connect() as conn:
+        await load_row(conn, job_id)  # 404 for an unknown job
+        rows = await job_event_rows(conn, job_id)
+    return [JobEvent.model_validate(row) for row in rows]

@@ -6,16 +6,23 @@ import uuid
 from datetime import datetime
 from typing import Annotated
 
+import structlog
 from fastapi import APIRouter, Depends, Request
 from pydantic import Field
 
 from zilean.api.access import actor_of, require
 from zilean.api.responses import ResponseModel
+from zilean.api.routes.notify import box_of
 from zilean.api.routes.roles import RoleRef
 from zilean.auth import invites as service
 from zilean.auth.permissions import Permission
 from zilean.auth.principal import Principal
+from zilean.crypto.secretbox import SecretUnreadable
 from zilean.input_models import StrictInput, TextUUID
+from zilean.notify.delivery import DeliveryFailed, send_email
+from zilean.notify.settings import load_smtp
+
+log = structlog.get_logger(__name__)
 
 router = APIRouter(prefix="/api/invites", tags=["invites"])
 
@@ -46,6 +53,11 @@ class InviteIssued(ResponseModel):
         description="The accept link, shown this once (only its token's hash is stored). "
         "Relative when PUBLIC_BASE_URL is unset."
     )
+    email_sent: bool = Field(
+        False,
+        description="Whether the link was emailed (SMTP configured and the send worked). "
+        "Best effort: when false, hand the link over yourself. Resend never emails.",
+    )
 
 
 @router.post("", status_code=201, operation_id="create_invite")
@@ -60,7 +72,8 @@ async def create_invite(body: InviteCreate, request: Request, principal: Inviter
             role_ids=body.role_ids,
             public_base_url=request.app.state.settings.public_base_url,
         )
-    return InviteIssued(invite=InviteView.model_validate(invite), link=link)
+    sent = await email_invite(request, body.email, link)
+    return InviteIssued(invite=InviteView.model_validate(invite), link=link, email_sent=sent)
 
 
 @router.get("", operation_id="list_invites")
@@ -81,4 +94,28 @@ async def resend_invite(user_id: uuid.UUID, request: Request, principal: Inviter
             user_id,
             public_base_url=request.app.state.settings.public_base_url,
         )
-    return InviteIssued(invite=InviteView.model_validate(invite), link=link)
+    return InviteIssued(invite=InviteView.model_validate(invite), link=link, email_sent=False)
+
+
+async def email_invite(request: Request, email: str, link: str) -> bool:
+    """Email the link through the SMTP settings, if configured; whether it was sent.
+
+    Best effort: the invite exists either way, and the response carries the link.
+    """
+    try:
+        async with request.app.state.engine.connect() as conn:
+            smtp = await load_smtp(conn, box_of(request))
+    except SecretUnreadable:
+        return False
+    if not smtp.configured:
+        return False
+    body = (
+        "You have been invited to Zilean. Set your password with this link "
+        f"(valid for 7 days):\n\n{link}\n"
+    )
+    try:
+        await send_email(smtp, email, "You are invited to Zilean", body)
+    except DeliveryFailed as exc:
+        log.warning("invite email not sent", action="invite.email_failed", error=str(exc))
+        return False
+    return True
