@@ -285,7 +285,9 @@ export interface paths {
         };
         /**
          * Export Jobs
-         * @description Download every job as CSV in the template's columns. Auth secrets are left out, so
+         * @description Download the jobs as CSV in the template's columns: every job, or those the jobs
+         *     list's filters keep (`group` with its subgroups, `job_type`, `schedule_type`, `state`
+         *     `enabled` or `disabled`, `search` in name, group or URL). Auth secrets are left out, so
          *     importing the file back with `on_collision=overwrite` keeps each job's stored secret.
          */
         get: operations["export_jobs"];
@@ -3526,7 +3528,13 @@ export interface operations {
     };
     export_jobs: {
         parameters: {
-            query?: never;
+            query?: {
+                group?: string | null;
+                job_type?: string | null;
+                schedule_type?: string | null;
+                state?: string | null;
+                search?: string | null;
+            };
             header?: never;
             path?: never;
             cookie?: never;
