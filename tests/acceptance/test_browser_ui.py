@@ -276,6 +276,41 @@ def retry_chain(page: Page, base: str, target: HttpTarget) -> None:
     expect(page.locator("li.run")).to_have_count(1)
 
 
+def queue_inspector_retry(page: Page, base: str, target: HttpTarget) -> None:
+    """A failed call's queue job is found in the inspector, retried, and audited."""
+    created = page.request.post(
+        f"{base}/api/jobs",
+        data={"name": "doomed", "url": f"{target.base_url}/doomed", "cron_expression": "0 3 * * *",
+              "retry_enabled": False},
+    )  # fmt: skip
+    assert created.ok, created.text()
+    job_id = created.json()["id"]
+    target.respond(ScriptedResponse(status=500, body=b"down"))
+    page.goto(f"{base}/jobs/{job_id}")
+    page.get_by_role("button", name="Run now").click()
+    expect(page.get_by_role("cell", name="HTTP 500")).to_be_visible(timeout=20_000)
+    seen = len(target.requests)
+    page.get_by_role("link", name="Queue").click()
+    page.get_by_label("State").select_option("finished")
+    row = page.get_by_role("row").filter(has=page.get_by_role("link", name="doomed"))
+    expect(row).to_contain_text("cancelled (attempt 1, member 0)")
+    assert_accessible(page, "queue inspector")
+    screenshot(page, "queue")
+    queue_job_id = row.get_by_role("cell").first.inner_text()
+    row.get_by_role("button", name=re.compile("^Details")).click()
+    detail = page.get_by_role("region", name=f"Queue job {queue_job_id}")
+    expect(detail).to_contain_text("endpoint returned status 500")
+    detail.get_by_role("button", name="Retry", exact=True).click()
+    dialog = page.get_by_role("dialog", name="Confirm")
+    expect(dialog).to_contain_text("as a new run")
+    dialog.get_by_role("button", name="Retry").click()
+    expect(page.get_by_text(re.compile(r"^Queued as queue job \d+\."))).to_be_visible()
+    assert target.wait_for_requests(seen + 1, timeout=15)[-1].path == "/doomed"
+    entries = page.request.get(f"{base}/api/audit-log?action=queue_job.retry").json()["entries"]
+    assert [(e["resource_id"], e["before"]["job_id"]) for e in entries] == [(queue_job_id, job_id)]
+    assert_no_horizontal_overflow(page, "queue inspector at 1280 px")
+
+
 LARGE_LIST = 10_000
 # Budgets for the 10,000-job list (docs/performance.md records what was measured).
 RENDER_BUDGET = 10.0  # seconds from navigation to the rows on screen (3.8 s measured)
@@ -320,6 +355,7 @@ def read_only(page: Page, base: str, job_id: str) -> None:
     page.goto(f"{base}/jobs/{job_id}")
     expect(page.get_by_role("heading", name="first job")).to_be_visible()
     expect(page.get_by_text("Needs the jobs:write permission.")).to_be_visible()
+    expect(page.get_by_role("link", name="Queue")).to_have_count(0)
     for name in ("Run now", "Disable", "Delete"):
         expect(page.get_by_role("button", name=name, exact=True)).to_have_count(0)
     expect(page.get_by_role("link", name="Edit")).to_have_count(0)
@@ -349,6 +385,7 @@ async def test_the_first_job_path_loops_import_and_a_read_only_user_in_a_real_br
                 webhook_url_once(admin, base, target)
                 group_toggle_and_batch(admin, base)
                 retry_chain(admin, base, target)
+                queue_inspector_retry(admin, base, target)
                 ten_thousand_jobs(admin, base)
                 reader_context: Any = browser.new_context(viewport=DESKTOP)  # type: ignore[arg-type]
                 reader = reader_context.new_page()
