@@ -9,6 +9,7 @@ import json
 import re
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from playwright.sync_api import Page, expect, sync_playwright
@@ -169,6 +170,147 @@ def csv_import(page: Page, base: str) -> None:
     screenshot(page, "import")
 
 
+def webhook_url_once(page: Page, base: str, target: HttpTarget) -> None:
+    """A webhook job's URL (with its token) is shown once, copies, and rotates on confirm."""
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    page.goto(f"{base}/jobs/new")
+    page.get_by_role("button", name="Next").click()
+    page.get_by_label("Name").fill("on push")
+    page.get_by_label("Schedule type").select_option("webhook")
+    page.get_by_role("button", name="Next").click()
+    page.get_by_label("URL").fill(f"{target.base_url}/hooked")
+    for _ in range(3):
+        page.get_by_role("button", name="Next").click()
+    page.get_by_role("button", name="Create job").click()
+    hook = page.get_by_role("region", name="Webhook")
+    expect(hook.get_by_text("its token is shown only this once")).to_be_visible()
+    first = hook.locator("code").inner_text()
+    hook.get_by_role("button", name="Copy").click()
+    assert page.evaluate("() => navigator.clipboard.readText()") == first
+    assert_accessible(page, "webhook job")
+    page.reload()
+    expect(hook.get_by_text(re.compile(r"^Token ending"))).to_be_visible()
+    expect(hook.locator("code")).to_have_count(0)
+    assert first.rsplit("/", 1)[-1] not in page.content()
+    hook.get_by_role("button", name="Rotate token").click()
+    dialog = page.get_by_role("dialog", name="Confirm")
+    expect(dialog).to_contain_text("The current URL stops working")
+    dialog.get_by_role("button", name="Rotate token").click()
+    expect(page.get_by_text("A new webhook token is issued")).to_be_visible()
+    second = hook.locator("code").inner_text()
+    assert second != first
+
+    def call(url: str) -> int:
+        status: int = page.request.post(base + urlsplit(url).path, data={"x": 1}).status
+        return status
+
+    seen = len(target.requests)
+    assert call(first) == 404, "the rotated-out token still fires the job"
+    assert call(second) == 202
+    assert target.wait_for_requests(seen + 1, timeout=15)[-1].path == "/hooked"
+
+
+def group_toggle_and_batch(page: Page, base: str) -> None:
+    """Disable and enable a group from the tree (each confirmed), then batch-act on rows."""
+    page.goto(f"{base}/")
+    page.get_by_role("button", name="Disable group demo", exact=True).click()
+    dialog = page.get_by_role("dialog", name="Confirm")
+    expect(dialog).to_contain_text("None of its jobs, or those of groups below it, will run.")
+    dialog.get_by_role("button", name="Disable group").click()
+    expect(page.get_by_role("button", name=re.compile(r"^demo 1\s*disabled"))).to_be_visible()
+    expect(page.get_by_role("row", name=re.compile("first job"))).to_contain_text("group disabled")
+    assert page.request.get(f"{base}/api/groups/disabled").json() == ["demo"]
+    page.get_by_role("button", name="Enable group demo", exact=True).click()
+    page.get_by_role("dialog", name="Confirm").get_by_role("button", name="Enable group").click()
+    expect(page.get_by_role("button", name="Disable group demo", exact=True)).to_be_visible()
+    assert page.request.get(f"{base}/api/groups/disabled").json() == []
+
+    for name in ("batch one", "batch two"):
+        made = page.request.post(
+            f"{base}/api/jobs",
+            data={"name": name, "group_name": "batch", "url": "http://127.0.0.1:9/b",
+                  "cron_expression": "0 5 * * *"},
+        )  # fmt: skip
+        assert made.ok, made.text()
+    page.reload()
+    page.get_by_role("button", name=re.compile(r"^batch 2")).click()
+    expect(page.get_by_text(re.compile(r"^2 of \d+ jobs"))).to_be_visible()
+    page.get_by_label("Select all shown jobs").check()
+    batch = page.get_by_role("region", name="Selected jobs")
+    for verb, state in (("Disable", False), ("Enable", True)):
+        batch.get_by_role("button", name=verb).click()
+        page.get_by_role("dialog", name="Confirm").get_by_role("button", name=verb).click()
+        expect(page.get_by_text(f"2 jobs {verb.lower()}d.")).to_be_visible()
+        jobs = [
+            j for j in page.request.get(f"{base}/api/jobs").json() if j["group_name"] == "batch"
+        ]
+        assert [j["enabled"] for j in jobs] == [state, state]
+        page.get_by_label("Select all shown jobs").check()
+    page.get_by_label("State").select_option("enabled")
+    export = page.get_by_role("link", name="Export CSV")
+    assert export.get_attribute("href") == "/api/jobs/export?group=batch&state=enabled"
+    exported = page.request.get(base + (export.get_attribute("href") or "")).text()
+    assert [line.split(",")[0] for line in exported.splitlines()[1:]] == ["batch one", "batch two"]
+    batch.get_by_role("button", name="Delete").click()
+    page.get_by_role("dialog", name="Confirm").get_by_role("button", name="Delete").click()
+    expect(page.get_by_text("2 jobs deleted.")).to_be_visible()
+    names = {j["name"] for j in page.request.get(f"{base}/api/jobs").json()}
+    assert not names & {"batch one", "batch two"}
+
+
+def retry_chain(page: Page, base: str, target: HttpTarget) -> None:
+    """A call that fails twice then succeeds reads as one run of three attempts."""
+    created = page.request.post(
+        f"{base}/api/jobs",
+        data={"name": "flaky", "url": f"{target.base_url}/flaky", "cron_expression": "0 3 * * *",
+              "retry_enabled": True, "retry_base_delay_ms": 100, "retry_max_attempts": 4},
+    )  # fmt: skip
+    assert created.ok, created.text()
+    target.respond(ScriptedResponse(status=500), ScriptedResponse(status=503))
+    page.goto(f"{base}/jobs/{created.json()['id']}")
+    page.get_by_role("button", name="Run now").click()
+    run = page.get_by_role("listitem", name="Run with 3 attempts, succeeded")
+    expect(run).to_be_visible(timeout=20_000)
+    expect(run.get_by_role("cell", name="HTTP 500")).to_be_visible()
+    expect(run.get_by_role("cell", name="HTTP 503")).to_be_visible()
+    expect(page.locator("li.run")).to_have_count(1)
+
+
+def queue_inspector_retry(page: Page, base: str, target: HttpTarget) -> None:
+    """A failed call's queue job is found in the inspector, retried, and audited."""
+    created = page.request.post(
+        f"{base}/api/jobs",
+        data={"name": "doomed", "url": f"{target.base_url}/doomed", "cron_expression": "0 3 * * *",
+              "retry_enabled": False},
+    )  # fmt: skip
+    assert created.ok, created.text()
+    job_id = created.json()["id"]
+    target.respond(ScriptedResponse(status=500, body=b"down"))
+    page.goto(f"{base}/jobs/{job_id}")
+    page.get_by_role("button", name="Run now").click()
+    expect(page.get_by_role("cell", name="HTTP 500")).to_be_visible(timeout=20_000)
+    seen = len(target.requests)
+    page.get_by_role("link", name="Queue").click()
+    page.get_by_label("State").select_option("finished")
+    row = page.get_by_role("row").filter(has=page.get_by_role("link", name="doomed"))
+    expect(row).to_contain_text("cancelled (attempt 1, member 0)")
+    assert_accessible(page, "queue inspector")
+    screenshot(page, "queue")
+    queue_job_id = row.get_by_role("cell").first.inner_text()
+    row.get_by_role("button", name=re.compile("^Details")).click()
+    detail = page.get_by_role("region", name=f"Queue job {queue_job_id}")
+    expect(detail).to_contain_text("endpoint returned status 500")
+    detail.get_by_role("button", name="Retry", exact=True).click()
+    dialog = page.get_by_role("dialog", name="Confirm")
+    expect(dialog).to_contain_text("as a new run")
+    dialog.get_by_role("button", name="Retry").click()
+    expect(page.get_by_text(re.compile(r"^Queued as queue job \d+\."))).to_be_visible()
+    assert target.wait_for_requests(seen + 1, timeout=15)[-1].path == "/doomed"
+    entries = page.request.get(f"{base}/api/audit-log?action=queue_job.retry").json()["entries"]
+    assert [(e["resource_id"], e["before"]["job_id"]) for e in entries] == [(queue_job_id, job_id)]
+    assert_no_horizontal_overflow(page, "queue inspector at 1280 px")
+
+
 LARGE_LIST = 10_000
 # Budgets for the 10,000-job list (docs/performance.md records what was measured).
 RENDER_BUDGET = 10.0  # seconds from navigation to the rows on screen (3.8 s measured)
@@ -213,6 +355,7 @@ def read_only(page: Page, base: str, job_id: str) -> None:
     page.goto(f"{base}/jobs/{job_id}")
     expect(page.get_by_role("heading", name="first job")).to_be_visible()
     expect(page.get_by_text("Needs the jobs:write permission.")).to_be_visible()
+    expect(page.get_by_role("link", name="Queue")).to_have_count(0)
     for name in ("Run now", "Disable", "Delete"):
         expect(page.get_by_role("button", name=name, exact=True)).to_have_count(0)
     expect(page.get_by_role("link", name="Edit")).to_have_count(0)
@@ -239,6 +382,10 @@ async def test_the_first_job_path_loops_import_and_a_read_only_user_in_a_real_br
                 heartbeat_and_list(admin, base)
                 looping_run(admin, base, target)
                 csv_import(admin, base)
+                webhook_url_once(admin, base, target)
+                group_toggle_and_batch(admin, base)
+                retry_chain(admin, base, target)
+                queue_inspector_retry(admin, base, target)
                 ten_thousand_jobs(admin, base)
                 reader_context: Any = browser.new_context(viewport=DESKTOP)  # type: ignore[arg-type]
                 reader = reader_context.new_page()

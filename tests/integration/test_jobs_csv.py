@@ -704,3 +704,45 @@ async def test_a_body_cell_is_stored_as_written_and_kept_when_a_merge_leaves_it(
     async with engine.connect() as conn:
         stored = (await conn.execute(select(scheduled_jobs.c.body))).scalars().all()
     assert stored == [body]
+
+
+async def exported_names(client: httpx.AsyncClient, **query: str) -> list[str]:
+    response = await client.get("/api/jobs/export", params=query)
+    assert response.status_code == 200, response.text
+    header, *rows = parse_csv(response.text)
+    return [row[header.index("name")] for row in rows]
+
+
+async def test_an_export_keeps_only_the_jobs_the_list_filters_keep(
+    core_app: FastAPI, cast: Cast
+) -> None:
+    async with client_for(core_app, cast.alice.session) as alice:
+        await build_catalogue(alice)
+        gated = await alice.post("/api/groups/disable", json={"group_name": "Hooks"})
+        assert gated.status_code == 200, gated.text
+        everything = await exported_names(alice)
+        ops = await exported_names(alice, group="Ops")
+        ops_slash = await exported_names(alice, group="Ops/")
+        reports = await exported_names(alice, group="Ops/Reports")
+        bash = await exported_names(alice, job_type="bash")
+        rate = await exported_names(alice, schedule_type="rate")
+        disabled = await exported_names(alice, state="disabled")
+        searched = await exported_names(alice, search="EXAMPLE.COM/ONCE")
+        combined = await exported_names(alice, group="Ops", job_type="http", state="enabled")
+        bad = {
+            name: await alice.get("/api/jobs/export", params={name: "nope"})
+            for name in ("job_type", "schedule_type", "state")
+        }
+    assert len(everything) == 7
+    assert sorted(ops) == sorted(ops_slash) == ["Report", "Tidy"]
+    assert reports == ["Report"]
+    assert bash == ["Tidy"]
+    assert rate == ["Poll"]
+    # "Poll" is disabled itself; "Hook" is enabled but its group is not.
+    assert sorted(disabled) == ["Hook", "Poll"]
+    assert searched == ["Once"]
+    assert combined == ["Report"]
+    assert {name: (r.status_code, r.json()["error"].split(":")[0]) for name, r in bad.items()} == {
+        name: (400, name) for name in bad
+    }
+    assert bad["state"].json() == {"error": "state: must be one of enabled, disabled"}

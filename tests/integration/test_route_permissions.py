@@ -44,6 +44,11 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("PUT", "/api/settings/audit"): "audit:write",
     ("GET", "/api/settings/queue-jobs"): "settings:queue_jobs",
     ("PUT", "/api/settings/queue-jobs"): "settings:queue_jobs",
+    ("GET", "/api/queue/jobs"): "jobs:write",
+    ("GET", "/api/queue/jobs/{queue_job_id}"): "jobs:write",
+    ("POST", "/api/queue/jobs/{queue_job_id}/retry"): "jobs:write",
+    ("POST", "/api/queue/jobs/{queue_job_id}/cancel"): "jobs:write",
+    ("DELETE", "/api/queue/jobs/{queue_job_id}"): "jobs:write",
     ("GET", "/api/jobs"): "jobs:read",
     ("POST", "/api/jobs"): "jobs:write",
     ("GET", "/api/jobs/{job_id}"): "jobs:read",
@@ -143,6 +148,16 @@ CAROL_LACKS = [
     pytest.param("POST", "/api/jobs/{job_id}/webhook/rotate", None),
     # jobs:write
     pytest.param("POST", "/api/jobs/{job_id}/run", None),
+    # jobs:write
+    pytest.param("GET", "/api/queue/jobs", None),
+    # jobs:write
+    pytest.param("GET", "/api/queue/jobs/{queue_job_id}", None),
+    # jobs:write
+    pytest.param("POST", "/api/queue/jobs/{queue_job_id}/retry", None),
+    # jobs:write
+    pytest.param("POST", "/api/queue/jobs/{queue_job_id}/cancel", None),
+    # jobs:write
+    pytest.param("DELETE", "/api/queue/jobs/{queue_job_id}", None),
     # jobs:write
     pytest.param("POST", "/api/groups/enable", {"group_name": "g"}),
     # jobs:write

@@ -5,8 +5,9 @@ import { JobsList } from "./pages/JobsList";
 import { JobWizard } from "./pages/JobWizard";
 import { JobDetail } from "./pages/JobDetail";
 import { ImportJobs } from "./pages/ImportJobs";
+import { QueueInspector } from "./pages/QueueInspector";
 import { Link, matchRoute, useLocation } from "./router";
-import { SessionContext } from "./session";
+import { allows, SessionContext } from "./session";
 import { Notice } from "./components/States";
 
 export function App() {
@@ -51,6 +52,7 @@ export function App() {
         <nav aria-label="Main">
           <Link to="/">Jobs</Link>
           <Link to="/jobs/import">Import</Link>
+          {allows(me, "jobs:write") && <Link to="/queue">Queue</Link>}
           <a href="/account">Account</a>
         </nav>
         <span className="who">{me.email}</span>
@@ -61,6 +63,7 @@ export function App() {
         {route.page === "edit" && <JobWizard key={route.id} jobId={route.id} />}
         {route.page === "job" && <JobDetail key={route.id} jobId={route.id} />}
         {route.page === "import" && <ImportJobs />}
+        {route.page === "queue" && <QueueInspector />}
         {route.page === "missing" && (
           <Notice kind="empty" text="There is no page at this address." />
         )}

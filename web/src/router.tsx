@@ -50,12 +50,14 @@ export type Route =
   | { page: "edit"; id: string }
   | { page: "job"; id: string }
   | { page: "import" }
+  | { page: "queue" }
   | { page: "missing" };
 
 export function matchRoute(pathname: string): Route {
   if (pathname === "/" || pathname === "/jobs") return { page: "jobs" };
   if (pathname === "/jobs/new") return { page: "new" };
   if (pathname === "/jobs/import") return { page: "import" };
+  if (pathname === "/queue") return { page: "queue" };
   const edit = /^\/jobs\/([0-9a-f-]{36})\/edit$/.exec(pathname);
   if (edit?.[1]) return { page: "edit", id: edit[1] };
   const job = /^\/jobs\/([0-9a-f-]{36})$/.exec(pathname);

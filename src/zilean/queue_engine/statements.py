@@ -247,3 +247,171 @@ async def sweep_finished_batch(conn: psycopg.AsyncConnection[Any], cutoff: datet
         cursor = await conn.execute(statement, {"cutoff": cutoff, "batch": SWEEP_BATCH})
         removed += cursor.rowcount
     return removed
+
+
+# The queue inspector's view (docs/queue.md). A queue job is its row while the engine
+# holds it (waiting, claimed or held as failed) and, once the engine has deleted the row,
+# its newest log entry. Engine status words per inspector state:
+STATUSES_OF: dict[QueueJobState, tuple[str, ...]] = {
+    state: tuple(word for word, mapped in _ENGINE_TO_STATE.items() if mapped is state)
+    for state in QueueJobState
+}
+
+_KNOWN_JOBS = """
+known AS (
+    SELECT job.id, job.entrypoint AS queue, job.status::text AS status, job.priority,
+           job.created, job.updated, job.execute_after, job.attempts, job.payload,
+           true AS kept
+      FROM pgqueuer job
+    UNION ALL
+    SELECT last.job_id, last.entrypoint, last.status::text, last.priority,
+           first_seen.created, last.created, NULL, NULL, NULL, false
+      FROM (SELECT DISTINCT ON (log.job_id) log.job_id, log.entrypoint, log.status,
+                   log.priority, log.created
+              FROM pgqueuer_log log
+             ORDER BY log.job_id, log.created DESC, log.id DESC) last
+      JOIN LATERAL (SELECT min(created) AS created FROM pgqueuer_log
+                     WHERE job_id = last.job_id) first_seen ON true
+     WHERE NOT EXISTS (SELECT 1 FROM pgqueuer job WHERE job.id = last.job_id)
+)"""
+
+_INSPECT = (
+    "WITH"
+    + _KNOWN_JOBS
+    + """
+SELECT id, queue, status, priority, created, updated, execute_after, attempts, payload, kept
+  FROM known
+ WHERE (%(queue)s::text IS NULL OR queue = %(queue)s)
+   AND (%(statuses)s::text[] IS NULL OR status = ANY(%(statuses)s))
+   AND (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s))
+   AND (%(before)s::bigint IS NULL OR id < %(before)s)
+ ORDER BY id DESC
+ LIMIT %(limit)s
+"""
+)
+
+_INSPECT_COUNTS = "WITH" + _KNOWN_JOBS + "\nSELECT queue, status, count(*) FROM known GROUP BY 1, 2"
+
+
+@dataclass(frozen=True)
+class InspectedQueueJob:
+    """One queue job as the inspector shows it; `payload` is None once the row is gone."""
+
+    id: int
+    queue: str
+    state: QueueJobState
+    engine_status: str
+    priority: int
+    created_at: datetime
+    updated_at: datetime
+    due_at: datetime | None
+    deliveries: int | None
+    payload: bytes | None
+
+
+def _inspected(row: dict[str, Any]) -> InspectedQueueJob:
+    return InspectedQueueJob(
+        id=int(row["id"]),
+        queue=str(row["queue"]),
+        state=_ENGINE_TO_STATE[row["status"]],
+        engine_status=str(row["status"]),
+        priority=int(row["priority"]),
+        created_at=row["created"],
+        updated_at=row["updated"],
+        due_at=row["execute_after"],
+        deliveries=row["attempts"],
+        payload=None if row["payload"] is None else bytes(row["payload"]),
+    )
+
+
+async def inspect_queue_jobs(
+    conn: psycopg.AsyncConnection[Any],
+    *,
+    queue: str | None = None,
+    state: QueueJobState | None = None,
+    ids: Sequence[int] | None = None,
+    before: int | None = None,
+    limit: int = 50,
+) -> list[InspectedQueueJob]:
+    """Queue jobs newest first, filtered by queue and state, `limit` of them below `before`."""
+    cursor = conn.cursor(row_factory=dict_row)
+    await cursor.execute(
+        _INSPECT,
+        {
+            "queue": queue,
+            "statuses": None if state is None else list(STATUSES_OF[state]),
+            "ids": None if ids is None else list(ids),
+            "before": before,
+            "limit": limit,
+        },
+    )
+    return [_inspected(row) for row in await cursor.fetchall()]
+
+
+async def inspect_counts(
+    conn: psycopg.AsyncConnection[Any],
+) -> dict[tuple[str, QueueJobState], int]:
+    """How many queue jobs each queue has in each state (the log's finished ones included)."""
+    counts: dict[tuple[str, QueueJobState], int] = {}
+    cursor = await conn.execute(_INSPECT_COUNTS)
+    for queue, status, count in await cursor.fetchall():
+        key = (str(queue), _ENGINE_TO_STATE[status])
+        counts[key] = counts.get(key, 0) + int(count)
+    return counts
+
+
+async def queue_job_log(conn: psycopg.AsyncConnection[Any], job_id: int) -> list[dict[str, Any]]:
+    """One queue job's transitions, oldest first: when, the state, and the error if any."""
+    cursor = conn.cursor(row_factory=dict_row)
+    await cursor.execute(
+        "SELECT created, status::text AS status, traceback FROM pgqueuer_log "
+        "WHERE job_id = %(id)s ORDER BY created, id",
+        {"id": job_id},
+    )
+    return [{**row, "state": _ENGINE_TO_STATE[row["status"]]} for row in await cursor.fetchall()]
+
+
+async def cancel_waiting(
+    conn: psycopg.AsyncConnection[Any], job_id: int
+) -> tuple[str, bytes] | None:
+    """Delete `job_id` if it is still waiting (not claimed) and log it as deleted, as
+    PgQueuer's own cancel of a waiting job does; return its (queue, payload), or None
+    when it is not waiting (claimed meanwhile, finished, or unknown)."""
+    cursor = await conn.execute(
+        """
+        WITH gone AS (
+            DELETE FROM pgqueuer WHERE id = %(id)s AND status = 'queued'
+            RETURNING id, entrypoint, priority, payload
+        ), logged AS (
+            INSERT INTO pgqueuer_log (job_id, status, entrypoint, priority)
+            SELECT id, 'deleted', entrypoint, priority FROM gone
+        )
+        SELECT entrypoint, payload FROM gone
+        """,
+        {"id": job_id},
+    )
+    row = await cursor.fetchone()
+    return None if row is None else (str(row[0]), bytes(row[1] or b""))
+
+
+async def forget_ended(conn: psycopg.AsyncConnection[Any], job_id: int) -> bool:
+    """Remove an ended queue job from the engine: its held row (a failure) and its log.
+    Jobs still waiting or claimed are left alone; False when nothing was removed."""
+    cursor = await conn.execute(
+        """
+        WITH held AS (
+            DELETE FROM pgqueuer WHERE id = %(id)s AND status NOT IN ('queued', 'picked')
+            RETURNING id
+        ), log AS (
+            DELETE FROM pgqueuer_log
+             WHERE job_id = %(id)s
+               AND NOT EXISTS (SELECT 1 FROM pgqueuer
+                                WHERE id = %(id)s AND status IN ('queued', 'picked'))
+            RETURNING id
+        )
+        SELECT (SELECT count(*) FROM held) + (SELECT count(*) FROM log)
+        """,
+        {"id": job_id},
+    )
+    row = await cursor.fetchone()
+    return bool(row and int(row[0]))

@@ -20,6 +20,7 @@ import io
 import json
 import types
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Union, get_args, get_origin
 
@@ -111,14 +112,56 @@ def template_csv() -> str:
     return render([encode_job(TEMPLATE_EXAMPLE.model_dump())])
 
 
+@dataclass(frozen=True)
+class ExportFilter:
+    """The jobs list's filters, so an export holds exactly the rows the list shows.
+
+    `group` takes its subgroups too; `state` is `enabled` (the job and its groups are on)
+    or `disabled` (the job or one of its groups is off); `search` matches name, group or
+    URL, ignoring case. None means "any".
+    """
+
+    group: str | None = None
+    job_type: str | None = None
+    schedule_type: str | None = None
+    state: str | None = None
+    search: str | None = None
+
+    def keeps(self, job: Mapping[str, Any]) -> bool:
+        group_name: str = job["group_name"]
+        if self.group and not (group_name == self.group or group_name.startswith(f"{self.group}/")):
+            return False
+        if self.job_type and job["job_type"] != self.job_type:
+            return False
+        if self.schedule_type and job["schedule_type"] != self.schedule_type:
+            return False
+        if self.state:
+            running = bool(job["enabled"]) and not job.get("group_gated")
+            if running != (self.state == "enabled"):
+                return False
+        if self.search:
+            needle = self.search.lower()
+            haystack = (job["name"], group_name, job.get("url") or "")
+            if not any(needle in text.lower() for text in haystack):
+                return False
+        return True
+
+
 async def export_csv(
-    conn: AsyncConnection, context: RegistryContext, *, show_notify: bool = True
+    conn: AsyncConnection,
+    context: RegistryContext,
+    *,
+    show_notify: bool = True,
+    where: ExportFilter | None = None,
 ) -> str:
-    """Return every job, ordered by group and name, in the template's columns.
+    """Return the jobs `where` keeps (all by default), ordered by group and name, in the
+    template's columns.
 
     Without `show_notify` the notify columns are left blank (the caller may not read them).
     """
     jobs = await list_jobs(conn, context)
+    if where is not None:
+        jobs = [job for job in jobs if where.keeps(job)]
     if not show_notify:
         jobs = [{k: v for k, v in job.items() if k not in NOTIFY_FIELDS} for job in jobs]
     return render(encode_job(job) for job in jobs)

@@ -20,7 +20,15 @@ SPA_DIR = Path(__file__).parent / "spa"
 INDEX = SPA_DIR / "index.html"
 ASSETS_PREFIX = "/app-assets"
 # Client routes (web/src/router.tsx); anything else stays a 404.
-CLIENT_ROUTES = ("/", "/jobs", "/jobs/new", "/jobs/import", "/jobs/{job_id}", "/jobs/{job_id}/edit")
+CLIENT_ROUTES = (
+    "/",
+    "/jobs",
+    "/jobs/new",
+    "/jobs/import",
+    "/jobs/{job_id}",
+    "/jobs/{job_id}/edit",
+    "/queue",
+)
 NOT_BUILT = (
     "<!doctype html><title>Zilean</title><h1>The admin app is not built</h1>"
     "<p>Run <code>make web</code> (or <code>make run</code>, which builds it), then reload."

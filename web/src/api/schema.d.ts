@@ -285,7 +285,9 @@ export interface paths {
         };
         /**
          * Export Jobs
-         * @description Download every job as CSV in the template's columns. Auth secrets are left out, so
+         * @description Download the jobs as CSV in the template's columns: every job, or those the jobs
+         *     list's filters keep (`group` with its subgroups, `job_type`, `schedule_type`, `state`
+         *     `enabled` or `disabled`, `search` in name, group or URL). Auth secrets are left out, so
          *     importing the file back with `on_collision=overwrite` keeps each job's stored secret.
          */
         get: operations["export_jobs"];
@@ -823,6 +825,97 @@ export interface paths {
          */
         put: operations["update_notify_threshold"];
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/queue/jobs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Queue Jobs
+         * @description List queue jobs newest first, by `queue` and `state` (queued, running, finished,
+         *     failed, cancelled), with the counts of every queue and state; page with `before`.
+         */
+        get: operations["list_queue_jobs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/queue/jobs/{queue_job_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Queue Job
+         * @description Read one queue job: its payload (no secrets), its attempt, its transitions.
+         */
+        get: operations["get_queue_job"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete Queue Job
+         * @description Forget an ended queue job in the engine (a held failure, its log); the call history
+         *     keeps its attempt. 409 while it waits or runs. Audited as `queue_job.delete`.
+         */
+        delete: operations["delete_queue_job"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/queue/jobs/{queue_job_id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel Queue Job
+         * @description Cancel a waiting queue job: it is removed, its pool member's lock released, and the
+         *     call history gets a `cancelled` attempt. 409 once a worker has claimed it (a running
+         *     attempt ends by itself) or when it has ended. Audited as `queue_job.cancel`.
+         */
+        post: operations["cancel_queue_job"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/queue/jobs/{queue_job_id}/retry": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Retry Queue Job
+         * @description Run an ended queue job's job again for the same pool member, as a new firing (its
+         *     overlap lock taken, the job's current retry budget); 409 while it still waits or runs,
+         *     when its attempt succeeded, or when the job is gone, disabled or that member busy.
+         *     Audited as `queue_job.retry`.
+         */
+        post: operations["retry_queue_job"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2739,6 +2832,128 @@ export interface components {
              */
             timezone?: string;
         };
+        /**
+         * QueueAttempt
+         * @description The attempt this queue job started, as the call history holds it.
+         */
+        QueueAttempt: {
+            /** Attempt */
+            attempt: number;
+            /**
+             * Attempted At
+             * Format: date-time
+             */
+            attempted_at: string;
+            /** Duration Ms */
+            duration_ms: number | null;
+            /**
+             * Error
+             * @description Redacted, as the call history shows it.
+             */
+            error: string | null;
+            /** Finalized At */
+            finalized_at: string | null;
+            /** Loop Iteration */
+            loop_iteration: number;
+            /** Pool Index */
+            pool_index: number;
+            /**
+             * State
+             * @description running, succeeded, retrying, failed or cancelled.
+             */
+            state: string;
+        };
+        /** QueueCount */
+        QueueCount: {
+            /** Count */
+            count: number;
+            /** Queue */
+            queue: string;
+            state: components["schemas"]["QueueJobState"];
+        };
+        /** QueueJobDetail */
+        QueueJobDetail: {
+            /** @description Null until the attempt has started. */
+            attempt: components["schemas"]["QueueAttempt"] | null;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /**
+             * Deliveries
+             * @description Times the engine handed it back; null once ended.
+             */
+            deliveries: number | null;
+            /**
+             * Due At
+             * @description When it may run; null once it has ended.
+             */
+            due_at: string | null;
+            /**
+             * Engine Status
+             * @description PgQueuer's own word for it.
+             */
+            engine_status: string;
+            /** Id */
+            id: number;
+            /**
+             * Job Id
+             * @description The registry job it belongs to.
+             */
+            job_id: string | null;
+            /**
+             * Job Name
+             * @description Null when that job is deleted or unreadable.
+             */
+            job_name: string | null;
+            /**
+             * Payload
+             * @description The attempt's arguments (never credentials); null once the engine has deleted the row. `webhook_payload` only for callers with jobs:read.
+             */
+            payload: {
+                [key: string]: unknown;
+            } | null;
+            /** Priority */
+            priority: number;
+            /** Queue */
+            queue: string;
+            /** @description Where the engine has it. */
+            state: components["schemas"]["QueueJobState"];
+            /**
+             * Transitions
+             * @description Oldest first.
+             */
+            transitions: components["schemas"]["QueueTransition"][];
+            /**
+             * Updated At
+             * Format: date-time
+             */
+            updated_at: string;
+        };
+        /** QueueJobPage */
+        QueueJobPage: {
+            /**
+             * Counts
+             * @description Every queue job per queue and state.
+             */
+            counts: components["schemas"]["QueueCount"][];
+            /**
+             * Next Before
+             * @description Pass back as `before` for the next page; null on the last one.
+             */
+            next_before: number | null;
+            /**
+             * Queue Jobs
+             * @description Newest first.
+             */
+            queue_jobs: components["schemas"]["QueueJobSummary"][];
+            /**
+             * Queues
+             * @description The queues this version routes jobs to.
+             */
+            queues: string[];
+        };
         /** QueueJobSettings */
         QueueJobSettings: {
             /** Queue Job Retention Days */
@@ -2751,6 +2966,82 @@ export interface components {
              * @description Finished queue jobs older than this many days are swept.
              */
             queue_job_retention_days: number;
+        };
+        /**
+         * QueueJobState
+         * @description Our engine-neutral words for where a queue job is, as metrics and tests say it.
+         * @enum {string}
+         */
+        QueueJobState: "queued" | "running" | "finished" | "failed" | "cancelled";
+        /** QueueJobSummary */
+        QueueJobSummary: {
+            /** @description Null until the attempt has started. */
+            attempt: components["schemas"]["QueueAttempt"] | null;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /**
+             * Deliveries
+             * @description Times the engine handed it back; null once ended.
+             */
+            deliveries: number | null;
+            /**
+             * Due At
+             * @description When it may run; null once it has ended.
+             */
+            due_at: string | null;
+            /**
+             * Engine Status
+             * @description PgQueuer's own word for it.
+             */
+            engine_status: string;
+            /** Id */
+            id: number;
+            /**
+             * Job Id
+             * @description The registry job it belongs to.
+             */
+            job_id: string | null;
+            /**
+             * Job Name
+             * @description Null when that job is deleted or unreadable.
+             */
+            job_name: string | null;
+            /** Priority */
+            priority: number;
+            /** Queue */
+            queue: string;
+            /** @description Where the engine has it. */
+            state: components["schemas"]["QueueJobState"];
+            /**
+             * Updated At
+             * Format: date-time
+             */
+            updated_at: string;
+        };
+        /** QueueRetried */
+        QueueRetried: {
+            /**
+             * Queue Job Id
+             * @description The new queue job the retry queued.
+             */
+            queue_job_id: number;
+        };
+        /** QueueTransition */
+        QueueTransition: {
+            /**
+             * At
+             * Format: date-time
+             */
+            at: string;
+            /**
+             * Error
+             * @description The handler's exception type and first line.
+             */
+            error: string | null;
+            state: components["schemas"]["QueueJobState"];
         };
         /** RoleCreate */
         RoleCreate: {
@@ -4119,7 +4410,13 @@ export interface operations {
     };
     export_jobs: {
         parameters: {
-            query?: never;
+            query?: {
+                group?: string | null;
+                job_type?: string | null;
+                schedule_type?: string | null;
+                state?: string | null;
+                search?: string | null;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -5427,6 +5724,200 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ThresholdView"];
+                };
+            };
+            /** @description No valid session and no bearer token: a redirect to `/login`. */
+            302: {
+                headers: {
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request was refused: `error` says why, naming the field at fault. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_queue_jobs: {
+        parameters: {
+            query?: {
+                queue?: string | null;
+                state?: string | null;
+                before?: number | null;
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["QueueJobPage"];
+                };
+            };
+            /** @description No valid session and no bearer token: a redirect to `/login`. */
+            302: {
+                headers: {
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request was refused: `error` says why, naming the field at fault. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_queue_job: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                queue_job_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["QueueJobDetail"];
+                };
+            };
+            /** @description No valid session and no bearer token: a redirect to `/login`. */
+            302: {
+                headers: {
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request was refused: `error` says why, naming the field at fault. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_queue_job: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                queue_job_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description No valid session and no bearer token: a redirect to `/login`. */
+            302: {
+                headers: {
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request was refused: `error` says why, naming the field at fault. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    cancel_queue_job: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                queue_job_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description No valid session and no bearer token: a redirect to `/login`. */
+            302: {
+                headers: {
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request was refused: `error` says why, naming the field at fault. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    retry_queue_job: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                queue_job_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["QueueRetried"];
                 };
             };
             /** @description No valid session and no bearer token: a redirect to `/login`. */

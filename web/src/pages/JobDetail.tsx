@@ -107,6 +107,7 @@ export function JobDetail(props: { jobId: string }) {
   const [error, setError] = useState<string | null>(null);
   const [message, setMessage] = useState<string | null>(null);
   const [confirmDelete, setConfirmDelete] = useState(false);
+  const [confirmRotate, setConfirmRotate] = useState(false);
   const [webhookUrl, setWebhookUrl] = useState<string | null>(() => {
     const key = `webhook:${props.jobId}`;
     const url = sessionStorage.getItem(key);
@@ -235,18 +236,7 @@ export function JobDetail(props: { jobId: string }) {
             </p>
           )}
           {!writeDenied && (
-            <button
-              type="button"
-              className="secondary"
-              onClick={() =>
-                void act(async () => {
-                  const rotated = await api("post", "/api/jobs/{job_id}/webhook/rotate", {
-                    params,
-                  });
-                  setWebhookUrl(rotated.webhook_url);
-                }, "A new webhook token is issued; the old URL no longer works.")
-              }
-            >
+            <button type="button" className="secondary" onClick={() => setConfirmRotate(true)}>
               Rotate token
             </button>
           )}
@@ -390,6 +380,20 @@ export function JobDetail(props: { jobId: string }) {
           ))}
         </ol>
       </section>
+      {confirmRotate && (
+        <Confirm
+          text="Rotate the webhook token? The current URL stops working at once; callers need the new one."
+          action="Rotate token"
+          onCancel={() => setConfirmRotate(false)}
+          onConfirm={() => {
+            setConfirmRotate(false);
+            void act(async () => {
+              const rotated = await api("post", "/api/jobs/{job_id}/webhook/rotate", { params });
+              setWebhookUrl(rotated.webhook_url);
+            }, "A new webhook token is issued; the old URL no longer works.");
+          }}
+        />
+      )}
       {confirmDelete && (
         <Confirm
           text={`Delete ${job.name}? Its history goes with it.`}

@@ -1,6 +1,6 @@
 import { useVirtualizer } from "@tanstack/react-virtual";
 import { useCallback, useEffect, useMemo, useRef, useState } from "react";
-import { api, type Heartbeats, type Job } from "../api/client";
+import { api, buildUrl, type Heartbeats, type Job } from "../api/client";
 import { Confirm } from "../components/Confirm";
 import { HeartbeatBar } from "../components/Heartbeat";
 import { Denied, errorText, Notice } from "../components/States";
@@ -271,7 +271,22 @@ export function JobsList() {
               </Link>
             </>
           )}
-          <a className="button secondary" href="/api/jobs/export" download>
+          <a
+            className="button secondary"
+            href={buildUrl(
+              "/api/jobs/export",
+              {},
+              {
+                group,
+                job_type: type,
+                schedule_type: scheduleType,
+                state: stateFilter,
+                search: search.trim(),
+              },
+            )}
+            download
+            title="Downloads the jobs these filters show"
+          >
             Export CSV
           </a>
         </div>

@@ -7,7 +7,7 @@ Mounted before the jobs router, whose `/api/jobs/{job_id}` would otherwise claim
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -19,8 +19,10 @@ from zilean.api.access import actor_of
 from zilean.api.routes.jobs import Context, Reader, Writer
 from zilean.auth.permissions import Permission
 from zilean.errors import ApiError, InvalidInput
+from zilean.jobkinds.definitions import JobType
 from zilean.registry import csv_export, csv_import
 from zilean.registry.csv_import import Collision, ImportRun, MergePriority, Tally
+from zilean.schedules import ScheduleType
 
 router = APIRouter(prefix="/api/jobs", tags=["jobs"])
 # The import reads (and caps) its own body: see `_read_body`.
@@ -89,13 +91,44 @@ async def download_template(_: Writer) -> Response:
     return _csv_file(csv_export.template_csv(), csv_export.TEMPLATE_FILENAME)
 
 
+EXPORT_STATES = ("enabled", "disabled")
+
+
+def _choice(name: str, value: str | None, allowed: Iterable[str]) -> str | None:
+    """`value` when it is one of `allowed`; None when empty; a 400 naming the choices else."""
+    if not value:
+        return None
+    choices = tuple(allowed)
+    if value not in choices:
+        raise InvalidInput(f"{name}: must be one of {', '.join(choices)}")
+    return value
+
+
 @router.get("/export", operation_id="export_jobs", response_class=Response, responses=_CSV_RESPONSE)
-async def export_jobs(request: Request, context: Context, principal: Reader) -> Response:
-    """Download every job as CSV in the template's columns. Auth secrets are left out, so
+async def export_jobs(
+    request: Request,
+    context: Context,
+    principal: Reader,
+    group: str | None = None,
+    job_type: str | None = None,
+    schedule_type: str | None = None,
+    state: str | None = None,
+    search: str | None = None,
+) -> Response:
+    """Download the jobs as CSV in the template's columns: every job, or those the jobs
+    list's filters keep (`group` with its subgroups, `job_type`, `schedule_type`, `state`
+    `enabled` or `disabled`, `search` in name, group or URL). Auth secrets are left out, so
     importing the file back with `on_collision=overwrite` keeps each job's stored secret."""
+    where = csv_export.ExportFilter(
+        group=group.strip("/") or None if group else None,
+        job_type=_choice("job_type", job_type, (str(t) for t in JobType)),
+        schedule_type=_choice("schedule_type", schedule_type, (str(t) for t in ScheduleType)),
+        state=_choice("state", state, EXPORT_STATES),
+        search=search.strip() or None if search else None,
+    )
     async with request.app.state.engine.connect() as conn:
         text = await csv_export.export_csv(
-            conn, context, show_notify=principal.can(Permission.NOTIFY_READ)
+            conn, context, show_notify=principal.can(Permission.NOTIFY_READ), where=where
         )
     return _csv_file(text, csv_export.EXPORT_FILENAME)
 
