@@ -79,12 +79,34 @@ def first_job(page: Page, base: str, target: HttpTarget) -> str:
     return job_id
 
 
-def edit_and_rerun(page: Page, target: HttpTarget) -> None:
+def edit_and_rerun(page: Page, base: str, job_id: str, target: HttpTarget) -> None:
+    """Edit the URL in the wizard; the notify settings made through the API survive it."""
+    hook = page.request.post(
+        f"{base}/api/notify/targets",
+        data={"name": "ops hook", "kind": "webhook", "address": f"{target.base_url}/hook"},
+    )
+    assert hook.status == 201, hook.text()
+    notify = {"notify_on": "failure", "notify_targets": [hook.json()["id"]],
+              "notify_after_failures": 3, "notify_reminder_minutes": 60}  # fmt: skip
+    patched = page.request.patch(f"{base}/api/jobs/{job_id}", data=notify)
+    assert patched.ok, patched.text()
+    page.reload()
     page.get_by_role("link", name="Edit").click()
+    page.get_by_role("button", name="5. Notify").click()
+    expect(page.get_by_role("checkbox", name="ops hook (webhook)")).to_be_checked()
+    expect(
+        page.get_by_text(
+            "Notifies 1 chosen target of the 3rd failed run in a row, then at most every 1 h "
+            "while it keeps failing, and when it recovers."
+        )
+    ).to_be_visible()
+    assert_accessible(page, "wizard: notify")
     page.get_by_role("button", name="3. Request").click()
     page.get_by_label("URL").fill(f"{target.base_url}/changed")
     page.get_by_role("button", name="Save changes").click()
     expect(page.get_by_text(f"GET {target.base_url}/changed")).to_be_visible()
+    stored = page.request.get(f"{base}/api/jobs/{job_id}").json()
+    assert {key: stored[key] for key in notify} == notify
     page.get_by_role("button", name="Run now").click()
     target.wait_for_requests(2, timeout=15)
     assert target.requests[-1].path == "/changed"
@@ -378,7 +400,7 @@ async def test_the_first_job_path_loops_import_and_a_read_only_user_in_a_real_br
                 admin = browser.new_page(viewport=DESKTOP)  # type: ignore[arg-type]
                 sign_in(admin, base, "ana@example.com")
                 job_id = first_job(admin, base, target)
-                edit_and_rerun(admin, target)
+                edit_and_rerun(admin, base, job_id, target)
                 heartbeat_and_list(admin, base)
                 looping_run(admin, base, target)
                 csv_import(admin, base)

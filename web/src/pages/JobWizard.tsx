@@ -1,5 +1,5 @@
 import { useEffect, useMemo, useState } from "react";
-import { api, ApiError, type Job } from "../api/client";
+import { api, ApiError, type Job, type Schemas } from "../api/client";
 import { CodeEditor } from "../components/CodeEditor";
 import { Denied, errorText, Notice } from "../components/States";
 import { localTime } from "../format";
@@ -11,6 +11,7 @@ import {
   localErrors,
   loopExplanation,
   METHODS,
+  notifyExplanation,
   newDraft,
   poolExplanation,
   retryExplanation,
@@ -86,6 +87,114 @@ function Pairs(props: { label: string; pairs: Pair[]; onChange: (pairs: Pair[]) 
         Add {props.label.toLowerCase().replace(/s$/, "")}
       </button>
     </fieldset>
+  );
+}
+
+type Target = Schemas["TargetView"];
+type SetField = <K extends keyof Draft>(key: K, value: Draft[K]) => void;
+
+/** Who hears about this job's runs, and when. Listing the targets (their names) needs
+ * notify_settings:read; without it the job's own target ids are shown instead. */
+function NotifyStep(props: { draft: Draft; errors: Errors; set: SetField; denied: string | null }) {
+  const { draft, errors, set, denied } = props;
+  const readDenied = usePermission("notify_settings:read");
+  const [targets, setTargets] = useState<Target[] | null>(null);
+  const [loadError, setLoadError] = useState<string | null>(null);
+  useEffect(() => {
+    if (readDenied) return;
+    api("get", "/api/notify/targets")
+      .then(setTargets)
+      .catch((error: unknown) => setLoadError(errorText(error)));
+  }, [readDenied]);
+  if (denied) return <p className="hint">Notify settings are kept as they are. {denied}</p>;
+  const toggle = (id: number, on: boolean) =>
+    set(
+      "notify_targets",
+      on ? [...draft.notify_targets, id] : draft.notify_targets.filter((t) => t !== id),
+    );
+  return (
+    <>
+      <label>
+        Notify
+        <select
+          value={draft.notify_on}
+          onChange={(e) => set("notify_on", e.target.value as Draft["notify_on"])}
+        >
+          <option value="none">never</option>
+          <option value="failure">when a run fails</option>
+          <option value="success">when a run succeeds</option>
+          <option value="both">after every run</option>
+        </select>
+        <FieldError errors={errors} field="notify_on" />
+      </label>
+      {draft.notify_on !== "none" && (
+        <>
+          <label className="choice">
+            <input
+              type="checkbox"
+              checked={draft.notify_all_targets}
+              onChange={(e) => set("notify_all_targets", e.target.checked)}
+            />
+            Send to every target
+          </label>
+          {!draft.notify_all_targets && (
+            <fieldset>
+              <legend>Targets</legend>
+              {readDenied && (
+                <p className="hint">
+                  Target names are hidden: {readDenied} The job's own targets are listed by id.
+                </p>
+              )}
+              {readDenied &&
+                draft.notify_targets.map((id) => (
+                  <label className="choice" key={id}>
+                    <input type="checkbox" checked onChange={() => toggle(id, false)} />
+                    target {id}
+                  </label>
+                ))}
+              {loadError && <p className="error">The targets could not be loaded: {loadError}</p>}
+              {targets?.length === 0 && <p className="hint">No notification targets yet.</p>}
+              {targets?.map((target) => (
+                <label className="choice" key={target.id}>
+                  <input
+                    type="checkbox"
+                    checked={draft.notify_targets.includes(target.id)}
+                    onChange={(e) => toggle(target.id, e.target.checked)}
+                  />
+                  {target.name} ({target.kind})
+                </label>
+              ))}
+              <FieldError errors={errors} field="notify_targets" />
+            </fieldset>
+          )}
+          {draft.notify_on !== "success" && (
+            <div className="row">
+              <label>
+                Notify from the failed run in a row number
+                <input
+                  type="number"
+                  min={1}
+                  value={draft.notify_after_failures}
+                  onChange={(e) => set("notify_after_failures", Number(e.target.value))}
+                />
+                <FieldError errors={errors} field="notify_after_failures" />
+              </label>
+              <label>
+                Remind at most every (minutes, 0 for every failed run)
+                <input
+                  type="number"
+                  min={0}
+                  value={draft.notify_reminder_minutes}
+                  onChange={(e) => set("notify_reminder_minutes", Number(e.target.value))}
+                />
+                <FieldError errors={errors} field="notify_reminder_minutes" />
+              </label>
+            </div>
+          )}
+        </>
+      )}
+      <p className="explain">{notifyExplanation(draft)}</p>
+    </>
   );
 }
 
@@ -184,6 +293,7 @@ export function JobWizard(props: { jobId?: string }) {
   const [workers, setWorkers] = useState<Record<string, boolean>>({});
   const writeDenied = usePermission("jobs:write");
   const scriptDenied = usePermission("jobs:script");
+  const notifyDenied = usePermission("notify:write");
 
   useEffect(() => {
     const source = props.jobId ?? duplicateOf;
@@ -752,19 +862,7 @@ export function JobWizard(props: { jobId?: string }) {
         )}
 
         {step === "notify" && (
-          <label>
-            Notify
-            <select
-              value={draft.notify_on}
-              onChange={(e) => set("notify_on", e.target.value as Draft["notify_on"])}
-            >
-              <option value="none">never</option>
-              <option value="failure">when a run fails</option>
-              <option value="success">when a run succeeds</option>
-              <option value="both">after every run</option>
-            </select>
-            <FieldError errors={errors} field="notify_on" />
-          </label>
+          <NotifyStep draft={draft} errors={errors} set={set} denied={notifyDenied} />
         )}
 
         {step === "review" && (

@@ -1,9 +1,11 @@
 import { describe, expect, it } from "vitest";
 import {
+  draftFromJob,
   formatDuration,
   localErrors,
   loopExplanation,
   newDraft,
+  notifyExplanation,
   poolExplanation,
   retryDelays,
   retryExplanation,
@@ -152,5 +154,45 @@ describe("field checks and error placement", () => {
     expect(formatDuration(90_000)).toBe("1 min 30 s");
     expect(formatDuration(250)).toBe("250 ms");
     expect(formatDuration(3_600_000)).toBe("1 h");
+  });
+});
+
+describe("notify settings", () => {
+  it("survive an edit: a stored job's notify fields go back unchanged", () => {
+    const job = {
+      ...toPayload({ ...newDraft(), name: "n", url: "http://x/" }),
+      id: "j",
+      notify_on: "failure",
+      notify_all_targets: false,
+      notify_targets: [3, 7],
+      notify_after_failures: 3,
+      notify_reminder_minutes: 60,
+    } as unknown as Parameters<typeof draftFromJob>[0];
+    const payload = toPayload(draftFromJob(job));
+    expect(payload.notify_targets).toEqual([3, 7]);
+    expect(payload.notify_after_failures).toBe(3);
+    expect(payload.notify_reminder_minutes).toBe(60);
+    expect(payload.notify_all_targets).toBe(false);
+  });
+  it("explains a streak threshold with reminders and recovery", () => {
+    const draft = {
+      ...newDraft(),
+      notify_on: "failure" as const,
+      notify_targets: [1],
+      notify_after_failures: 3,
+      notify_reminder_minutes: 60,
+    };
+    expect(notifyExplanation(draft)).toBe(
+      "Notifies 1 chosen target of the 3rd failed run in a row, then at most every 1 h while it keeps failing, and when it recovers.",
+    );
+  });
+  it("explains every run to every target", () => {
+    const draft = { ...newDraft(), notify_on: "both" as const, notify_all_targets: true };
+    expect(notifyExplanation(draft)).toBe(
+      "Notifies every target of each successful run; and of each failed run, and when it recovers.",
+    );
+  });
+  it("says when nothing is sent", () => {
+    expect(notifyExplanation(newDraft())).toBe("No notices for this job's runs.");
   });
 });

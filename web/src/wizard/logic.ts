@@ -53,6 +53,10 @@ export interface Draft {
   retry_max_attempts: number;
   on_failure_url: string;
   notify_on: NonNullable<JobWrite["notify_on"]>;
+  notify_all_targets: boolean;
+  notify_targets: number[];
+  notify_after_failures: number;
+  notify_reminder_minutes: number;
 }
 
 export function isScript(type: JobType): boolean {
@@ -97,6 +101,10 @@ export function newDraft(type: JobType = "http"): Draft {
     retry_max_attempts: 5,
     on_failure_url: "",
     notify_on: "none",
+    notify_all_targets: false,
+    notify_targets: [],
+    notify_after_failures: 1,
+    notify_reminder_minutes: 0,
   };
 }
 
@@ -160,6 +168,11 @@ export function draftFromJob(job: Job): Draft {
     retry_max_attempts: job.retry_max_attempts,
     on_failure_url: job.on_failure_url,
     notify_on: (job.notify_on ?? "none") as Draft["notify_on"],
+    // Absent when the reader lacks notify:read; the server then keeps the stored values.
+    notify_all_targets: job.notify_all_targets ?? base.notify_all_targets,
+    notify_targets: job.notify_targets ?? base.notify_targets,
+    notify_after_failures: job.notify_after_failures ?? base.notify_after_failures,
+    notify_reminder_minutes: job.notify_reminder_minutes ?? base.notify_reminder_minutes,
   };
 }
 
@@ -216,6 +229,10 @@ export function toPayload(draft: Draft): JobWrite {
     retry_max_attempts: draft.retry_max_attempts,
     on_failure_url: draft.on_failure_url.trim(),
     notify_on: draft.notify_on,
+    notify_all_targets: draft.notify_all_targets,
+    notify_targets: draft.notify_targets,
+    notify_after_failures: draft.notify_after_failures,
+    notify_reminder_minutes: draft.notify_reminder_minutes,
   };
   if (draft.schedule_type === "cron" || draft.schedule_type === "rate") {
     payload.cron_expression = draft.cron_expression.trim();
@@ -271,6 +288,8 @@ const STEP_OF_FIELD: Record<string, Step> = {
   notify_on: "notify",
   notify_targets: "notify",
   notify_all_targets: "notify",
+  notify_after_failures: "notify",
+  notify_reminder_minutes: "notify",
 };
 
 /** The step that shows `field`; loop_* and retry_* fields live on the behaviour step. */
@@ -320,6 +339,39 @@ export function retryExplanation(draft: Draft): string {
   const more = delays.length > 6 ? ", …" : "";
   const jitter = draft.retry_mode === "exponential_jitter" ? "up to " : "";
   return `Retries after ${jitter}${shown.join(", ")}${more}; gives up after ${attempts} attempts.`;
+}
+
+const ORDINAL_SUFFIX: Record<number, string> = { 1: "st", 2: "nd", 3: "rd" };
+const ordinal = (n: number): string => {
+  const teen = n % 100 >= 11 && n % 100 <= 13;
+  return `${n}${teen ? "th" : (ORDINAL_SUFFIX[n % 10] ?? "th")}`;
+};
+
+/** What the notify settings will do, in one sentence. */
+export function notifyExplanation(draft: Draft): string {
+  if (draft.notify_on === "none") return "No notices for this job's runs.";
+  const to = draft.notify_all_targets
+    ? "every target"
+    : draft.notify_targets.length === 0
+      ? "no target yet (choose some, or every target)"
+      : `${draft.notify_targets.length} chosen target${draft.notify_targets.length === 1 ? "" : "s"}`;
+  const parts: string[] = [];
+  if (draft.notify_on === "success" || draft.notify_on === "both")
+    parts.push("each successful run");
+  if (draft.notify_on === "failure" || draft.notify_on === "both") {
+    const first =
+      draft.notify_after_failures <= 1
+        ? "each failed run"
+        : `the ${ordinal(draft.notify_after_failures)} failed run in a row`;
+    const then =
+      draft.notify_after_failures > 1 || draft.notify_reminder_minutes > 0
+        ? draft.notify_reminder_minutes > 0
+          ? `, then at most every ${formatDuration(draft.notify_reminder_minutes * 60_000)} while it keeps failing`
+          : ", then each further failed run"
+        : "";
+    parts.push(`${first}${then}, and when it recovers`);
+  }
+  return `Notifies ${to} of ${parts.join("; and of ")}.`;
 }
 
 export function loopExplanation(draft: Draft): string {
