@@ -97,7 +97,7 @@ async def test_it_probes_the_mcp_service_and_reports_whether_it_is_live(
         switched = (await alice.put("/api/settings/mcp", json={"enabled": True})).json()
     assert (down["live"], switched["live"], switched["enabled"]) == (False, False, True)
     assert before - timedelta(seconds=1) <= parse(down["checked_at"]) <= datetime.now(UTC)
-    with mcp_server(database_url, engine) as base:
+    with mcp_server(database_url) as base:
         reachable = create_core_app(
             core_settings(database_url, MCP_HEALTH_URL=f"{base}/healthz"), engine
         )

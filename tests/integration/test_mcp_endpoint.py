@@ -56,8 +56,8 @@ BODY_SECRET = "body-password-31"
 
 
 @pytest.fixture
-def mcp(database_url: str, engine: AsyncEngine) -> Iterator[str]:
-    with mcp_server(database_url, engine) as base:
+def mcp(database_url: str) -> Iterator[str]:
+    with mcp_server(database_url) as base:
         yield base
 
 

@@ -15,22 +15,24 @@ from fastapi import FastAPI
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.support.actors import client_for
-from tests.support.servers import live_server
+from tests.support.servers import OwnEngineApp, live_server
 from zilean.config import McpSettings, Service, load_settings
+from zilean.db.engine import create_engine
 from zilean.mcp.app import create_mcp_app
 
 CLIENT_TIMEOUT = 30.0  # seconds: a wedged endpoint fails the test instead of hanging it
 
 
 @contextmanager
-def mcp_server(database_url: str, engine: AsyncEngine) -> Iterator[str]:
-    """Serve the mcp service (loaded as `zilean mcp` loads it); yield its base URL."""
+def mcp_server(database_url: str) -> Iterator[str]:
+    """Serve the mcp service (loaded as `zilean mcp` loads it) with an engine of its own,
+    used only on the server's event loop; yield its base URL."""
     settings = load_settings(Service.MCP, {"DATABASE_URL": database_url, "TZ": "UTC"})
     assert isinstance(settings, McpSettings)
-    with live_server(create_mcp_app(settings, engine)) as base:
+    engine = create_engine(database_url)
+    with live_server(OwnEngineApp(create_mcp_app(settings, engine), engine)) as base:
         yield base
 
 

@@ -11,6 +11,9 @@ from contextlib import contextmanager
 from typing import Any
 
 import uvicorn
+from fastapi import FastAPI
+from sqlalchemy.ext.asyncio import AsyncEngine
+from starlette.types import Message, Receive, Scope, Send
 
 
 def free_port() -> int:
@@ -67,3 +70,28 @@ def live_server(
 @contextmanager
 def _no_signals() -> Iterator[None]:
     yield
+
+
+class OwnEngineApp:
+    """A service's app plus disposing its engine at shutdown, on the loop that used it.
+
+    A live server runs on an event loop of its own (a thread): it must get an engine of its
+    own too, since pooled async connections belong to the loop that opened them. Sharing
+    the test's engine across the two loops can wedge either side.
+    """
+
+    def __init__(self, app: FastAPI, engine: AsyncEngine) -> None:
+        self.app = app
+        self.engine = engine
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "lifespan":
+            await self.app(scope, receive, send)
+            return
+
+        async def disposing_send(message: Message) -> None:
+            if message["type"] == "lifespan.shutdown.complete":
+                await self.engine.dispose()
+            await send(message)
+
+        await self.app(scope, receive, disposing_send)

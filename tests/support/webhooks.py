@@ -8,34 +8,12 @@ from contextlib import contextmanager
 from typing import Any
 
 from fastapi import FastAPI
-from sqlalchemy.ext.asyncio import AsyncEngine
-from starlette.types import Message, Receive, Scope, Send
 
 from tests.support.jobs import create
-from tests.support.servers import live_server
+from tests.support.servers import OwnEngineApp, live_server
 from zilean.config import Service, WebhookSettings, load_settings
 from zilean.db.engine import create_engine
 from zilean.webhooks.app import create_webhook_app
-
-
-class _DisposingApp:
-    """The app, plus disposing its engine at shutdown, on the loop that used it."""
-
-    def __init__(self, app: FastAPI, engine: AsyncEngine) -> None:
-        self.app = app
-        self.engine = engine
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "lifespan":
-            await self.app(scope, receive, send)
-            return
-
-        async def disposing_send(message: Message) -> None:
-            if message["type"] == "lifespan.shutdown.complete":
-                await self.engine.dispose()
-            await send(message)
-
-        await self.app(scope, receive, disposing_send)
 
 
 @contextmanager
@@ -52,7 +30,7 @@ def webhook_service(
     if limits is not None:
         settings = dataclasses.replace(settings, rate_per_minute=limits[0], rate_burst=limits[1])
     engine = create_engine(database_url)
-    app = _DisposingApp(create_webhook_app(settings, engine), engine)
+    app = OwnEngineApp(create_webhook_app(settings, engine), engine)
     with live_server(app, proxy_headers=False) as base_url:
         yield base_url
 
