@@ -6,6 +6,7 @@ import { localTime, zoneTime } from "../format";
 import { Link, navigate } from "../router";
 import { usePermission } from "../session";
 import { groupRuns, runState } from "./runs";
+import { JobAlarms } from "./JobAlarms";
 import { state } from "./JobsList";
 
 const CALLS_POLL_MS = 3_000;
@@ -318,6 +319,7 @@ export function JobDetail(props: { jobId: string }) {
         ) : (
           <Notice kind="loading" text="Loading activity…" />
         )}
+        <JobAlarms jobId={props.jobId} />
       </section>
 
       <section aria-label="Calls">
