@@ -302,8 +302,15 @@ def every_page_at_both_widths(page: Page, base: str) -> None:
     expect(page.get_by_role("table", name="Services")).to_be_visible()
     expect(page.get_by_role("img", name=re.compile("^core CPU"))).to_be_visible(timeout=15_000)
     expect(page.get_by_role("cell", name="worker", exact=True)).to_be_visible()
+    expect(page.get_by_role("row", name=re.compile("^worker never seen"))).to_contain_text(
+        "Start zilean worker"
+    )
     assert_accessible(page, "monitoring")
     screenshot(page, "monitoring")
+    page.get_by_label("Window").select_option(label="1 hour")
+    expect(page.get_by_text(re.compile(r"^60 slots of 1 min "))).to_be_visible()
+    page.get_by_role("img", name=re.compile("^Attempts per slot")).scroll_into_view_if_needed()
+    screenshot(page, "monitoring-metrics")
     for path in ("/monitoring", "/queue"):
         page.goto(f"{base}{path}")
         page.set_viewport_size(PHONE)

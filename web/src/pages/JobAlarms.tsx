@@ -1,6 +1,6 @@
 import { useState } from "react";
 import { api, type Schemas } from "../api/client";
-import { Confirm } from "../components/Confirm";
+import { usePendingConfirm } from "../components/Table";
 import { Help } from "../components/Help";
 import { ListState, Outcome, useAction, useLoad } from "../components/Load";
 import { localTime } from "../format";
@@ -26,7 +26,20 @@ export function JobAlarms(props: { jobId: string }) {
     window_minutes: 30,
     enabled: true,
   });
-  const [deleting, setDeleting] = useState<Alarm | null>(null);
+  const confirm = usePendingConfirm<Alarm>(
+    (a) =>
+      `Delete the alarm "${describe(a as AlarmWrite)}": it stops being checked and notifies nobody. Add it again to undo.`,
+    "Delete alarm",
+    (a) => {
+      void run(
+        () =>
+          api("delete", "/api/jobs/{job_id}/alarms/{alarm_id}", {
+            params: { job_id: props.jobId, alarm_id: String(a.id) },
+          }),
+        "Alarm deleted.",
+      );
+    },
+  );
 
   return (
     <div className="alarms" aria-label="Invocation alarms" role="group">
@@ -72,7 +85,7 @@ export function JobAlarms(props: { jobId: string }) {
                     >
                       {a.enabled ? "Disable alarm" : "Enable alarm"}
                     </button>{" "}
-                    <button type="button" className="small danger" onClick={() => setDeleting(a)}>
+                    <button type="button" className="small danger" onClick={() => confirm.ask(a)}>
                       Delete alarm
                     </button>
                   </>
@@ -128,24 +141,7 @@ export function JobAlarms(props: { jobId: string }) {
           <button type="submit">Add alarm</button>
         </form>
       )}
-      {deleting && (
-        <Confirm
-          text={`Delete the alarm "${describe(deleting as AlarmWrite)}": it stops being checked and notifies nobody. Add it again to undo.`}
-          action="Delete alarm"
-          onCancel={() => setDeleting(null)}
-          onConfirm={() => {
-            const a = deleting;
-            setDeleting(null);
-            void run(
-              () =>
-                api("delete", "/api/jobs/{job_id}/alarms/{alarm_id}", {
-                  params: { job_id: props.jobId, alarm_id: String(a.id) },
-                }),
-              "Alarm deleted.",
-            );
-          }}
-        />
-      )}
+      {confirm.dialog}
     </div>
   );
 }

@@ -13,7 +13,7 @@ const CALLS_POLL_MS = 3_000;
 const WINDOWS: Record<string, { since: string; buckets: number }> = {
   "1 hour": { since: "1h", buckets: 60 },
   "24 hours": { since: "24h", buckets: 48 },
-  "7 days": { since: "7d", buckets: 56 },
+  "7 days": { since: "168h", buckets: 56 },
 };
 
 function outcome(call: CallEntry): string {

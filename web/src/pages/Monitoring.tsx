@@ -1,6 +1,7 @@
 import { useState } from "react";
 import { api, type Schemas } from "../api/client";
 import { Bars } from "../components/Bars";
+import { Table } from "../components/Table";
 import { Help } from "../components/Help";
 import { ListState, useLoad } from "../components/Load";
 import { bySlot, megabytes } from "../components/slots";
@@ -33,6 +34,11 @@ function remedy(service: string): string {
   return REMEDY[service] ?? "Start the service and read its log.";
 }
 
+/** Text with `command` spans shown as code. */
+function withCode(text: string): React.ReactNode[] {
+  return text.split("`").map((part, i) => (i % 2 === 1 ? <code key={i}>{part}</code> : part));
+}
+
 function ServiceCharts(props: { history: History }) {
   const h = props.history;
   const services = Object.entries(h.samples_by_service) as [string, Schemas["SampleSlot"][]][];
@@ -50,6 +56,10 @@ function ServiceCharts(props: { history: History }) {
             </figcaption>
             {samples.length > 0 && (
               <>
+                <span className="muted">
+                  CPU, % of one core (peak{" "}
+                  {Math.max(...samples.map((s) => s.cpu_percent_max)).toFixed(1)})
+                </span>
                 <Bars
                   label={`${service} CPU, percent of one core: average per slot, peak behind`}
                   values={bySlot(h, samples, (s) => s.cpu_percent_max)}
@@ -57,6 +67,10 @@ function ServiceCharts(props: { history: History }) {
                   className="bar-max"
                   overlayClassName="bar-avg"
                 />
+                <span className="muted">
+                  Resident memory, MB (peak{" "}
+                  {megabytes(Math.max(...samples.map((s) => s.rss_bytes_max)))})
+                </span>
                 <Bars
                   label={`${service} resident memory in MB: average per slot, peak behind`}
                   values={bySlot(h, samples, (s) => megabytes(s.rss_bytes_max))}
@@ -110,7 +124,7 @@ function Metrics() {
       {h && (
         <>
           <p className="muted">
-            {h.slot_count} slots of {Math.round(h.bucket_width_seconds / 60)} minutes from{" "}
+            {h.slot_count} slots of {Math.round(h.bucket_width_seconds / 60)} min from{" "}
             {localTime(h.window_start)}.
           </p>
           <figure className="service-chart">
@@ -147,30 +161,18 @@ function Health() {
       </div>
       <ListState state={health} what="Health" empty="No service reported.">
         {(list) => (
-          <div className="table-scroll">
-            <table aria-label="Services">
-              <thead>
-                <tr>
-                  <th scope="col">Service</th>
-                  <th scope="col">State</th>
-                  <th scope="col">Last sample</th>
-                  <th scope="col">When down</th>
-                </tr>
-              </thead>
-              <tbody>
-                {list.map((s) => (
-                  <tr key={s.service}>
-                    <td>{s.service}</td>
-                    <td className={s.live ? "state-finished" : "state-failed"}>
-                      {s.live ? "live" : s.last_sample_at ? "down" : "never seen"}
-                    </td>
-                    <td>{localTime(s.last_sample_at)}</td>
-                    <td>{s.live ? "—" : remedy(s.service)}</td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
+          <Table label="Services" headers={["Service", "State", "Last sample", "When down"]}>
+            {list.map((s) => (
+              <tr key={s.service}>
+                <td>{s.service}</td>
+                <td className={s.live ? "state-finished" : "state-failed"}>
+                  {s.live ? "live" : s.last_sample_at ? "down" : "never seen"}
+                </td>
+                <td>{localTime(s.last_sample_at)}</td>
+                <td>{s.live ? "—" : withCode(remedy(s.service))}</td>
+              </tr>
+            ))}
+          </Table>
         )}
       </ListState>
     </section>

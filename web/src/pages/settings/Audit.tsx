@@ -1,6 +1,7 @@
 import { useState } from "react";
 import { api, type Schemas } from "../../api/client";
 import { useLoad } from "../../components/Load";
+import { Table } from "../../components/Table";
 import { SectionHead } from "../../components/SectionHead";
 import { Notice } from "../../components/States";
 import { localTime } from "../../format";
@@ -148,37 +149,26 @@ export function AuditSection() {
         <Notice kind="empty" text="No audit entry matches these filters." />
       )}
       {page.data && page.data.entries.length > 0 && (
-        <div className="table-scroll">
-          <table aria-label="Audit entries">
-            <thead>
-              <tr>
-                <th scope="col">When</th>
-                <th scope="col">Who</th>
-                <th scope="col">Action</th>
-                <th scope="col">Resource</th>
-                <th scope="col">From</th>
-                <th scope="col">Change</th>
-              </tr>
-            </thead>
-            <tbody>
-              {page.data.entries.map((e) => (
-                <tr key={e.id}>
-                  <td>{localTime(e.occurred_at)}</td>
-                  <td>{e.actor_email ?? e.actor_user_id ?? "system"}</td>
-                  <td className="mono">{e.action}</td>
-                  <td>
-                    {e.resource_type}
-                    {e.resource_id ? <span className="muted"> {e.resource_id}</span> : null}
-                  </td>
-                  <td>{e.ip ?? "—"}</td>
-                  <td>
-                    <Change entry={e} />
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <Table
+          label="Audit entries"
+          headers={["When", "Who", "Action", "Resource", "From", "Change"]}
+        >
+          {page.data.entries.map((e) => (
+            <tr key={e.id}>
+              <td>{localTime(e.occurred_at)}</td>
+              <td>{e.actor_email ?? e.actor_user_id ?? "system"}</td>
+              <td className="mono">{e.action}</td>
+              <td>
+                {e.resource_type}
+                {e.resource_id ? <span className="muted"> {e.resource_id}</span> : null}
+              </td>
+              <td>{e.ip ?? "—"}</td>
+              <td>
+                <Change entry={e} />
+              </td>
+            </tr>
+          ))}
+        </Table>
       )}
       <div className="row">
         <button

@@ -1,8 +1,8 @@
 import { useState } from "react";
 import { api, type Schemas } from "../../api/client";
-import { Confirm } from "../../components/Confirm";
 import { Help } from "../../components/Help";
 import { ListState, Outcome, ShownOnce, useAction, useLoad } from "../../components/Load";
+import { RowButton, Table, usePendingConfirm } from "../../components/Table";
 import { SectionHead } from "../../components/SectionHead";
 import { Notice } from "../../components/States";
 import { localTime } from "../../format";
@@ -26,7 +26,20 @@ export function McpSection() {
   const [roleId, setRoleId] = useState("");
   const [expires, setExpires] = useState("90d");
   const [made, setMade] = useState<string | null>(null);
-  const [deleting, setDeleting] = useState<McpToken | null>(null);
+  const confirm = usePendingConfirm<McpToken>(
+    (t) =>
+      `Delete the MCP token ${t.name}: the agent using it is refused at its next request, and its hidden account goes (its audit entries stay). It cannot be undone.`,
+    "Delete",
+    (t) => {
+      void run(
+        () =>
+          api("delete", "/api/mcp-tokens/{mcp_token_id}", {
+            params: { mcp_token_id: t.id },
+          }),
+        `Deleted the MCP token ${t.name}.`,
+      );
+    },
+  );
   const url = `${window.location.origin}/mcp`;
   const mcp = settings.data;
 
@@ -150,63 +163,31 @@ export function McpSection() {
       <h2>MCP tokens</h2>
       <ListState state={tokens} what="MCP tokens" empty="No MCP token yet.">
         {(list) => (
-          <div className="table-scroll">
-            <table aria-label="MCP tokens">
-              <thead>
-                <tr>
-                  <th scope="col">Name</th>
-                  <th scope="col">Role</th>
-                  <th scope="col">Ends in</th>
-                  <th scope="col">Last used</th>
-                  <th scope="col">Expires</th>
-                  <th scope="col">
-                    <span className="visually-hidden">Delete</span>
-                  </th>
-                </tr>
-              </thead>
-              <tbody>
-                {list.map((t) => (
-                  <tr key={t.id}>
-                    <td>{t.name}</td>
-                    <td>{t.role_name}</td>
-                    <td className="mono">…{t.token_hint}</td>
-                    <td>{localTime(t.last_used_at)}</td>
-                    <td>{t.expires_at ? localTime(t.expires_at) : "never"}</td>
-                    <td>
-                      <button
-                        type="button"
-                        className="small danger"
-                        aria-label={`Delete MCP token ${t.name}`}
-                        onClick={() => setDeleting(t)}
-                      >
-                        Delete
-                      </button>
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
+          <Table
+            label="MCP tokens"
+            headers={["Name", "Role", "Ends in", "Last used", "Expires", { hidden: "Delete" }]}
+          >
+            {list.map((t) => (
+              <tr key={t.id}>
+                <td>{t.name}</td>
+                <td>{t.role_name}</td>
+                <td className="mono">…{t.token_hint}</td>
+                <td>{localTime(t.last_used_at)}</td>
+                <td>{t.expires_at ? localTime(t.expires_at) : "never"}</td>
+                <td>
+                  <RowButton
+                    label="Delete"
+                    name={`Delete MCP token ${t.name}`}
+                    kind="danger"
+                    onClick={() => confirm.ask(t)}
+                  />
+                </td>
+              </tr>
+            ))}
+          </Table>
         )}
       </ListState>
-      {deleting && (
-        <Confirm
-          text={`Delete the MCP token ${deleting.name}: the agent using it is refused at its next request, and its hidden account goes (its audit entries stay). It cannot be undone.`}
-          action="Delete"
-          onCancel={() => setDeleting(null)}
-          onConfirm={() => {
-            const t = deleting;
-            setDeleting(null);
-            void run(
-              () =>
-                api("delete", "/api/mcp-tokens/{mcp_token_id}", {
-                  params: { mcp_token_id: t.id },
-                }),
-              `Deleted the MCP token ${t.name}.`,
-            );
-          }}
-        />
-      )}
+      {confirm.dialog}
     </>
   );
 }

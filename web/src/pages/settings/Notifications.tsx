@@ -1,8 +1,8 @@
 import { useEffect, useState } from "react";
 import { api, type Schemas } from "../../api/client";
-import { Confirm } from "../../components/Confirm";
 import { Help } from "../../components/Help";
 import { ListState, Outcome, useAction, useLoad } from "../../components/Load";
+import { RowButton, Table, usePendingConfirm } from "../../components/Table";
 import { SectionHead } from "../../components/SectionHead";
 import { Denied, Notice } from "../../components/States";
 import { localTime } from "../../format";
@@ -239,60 +239,49 @@ function Thresholds(props: { canWrite: boolean; targets: Target[] }) {
       <Outcome text={outcome} />
       <ListState state={list} what="Metrics alarms" empty="No metrics alarm set.">
         {(items) => (
-          <div className="table-scroll">
-            <table aria-label="Metrics alarms">
-              <thead>
-                <tr>
-                  <th scope="col">Service</th>
-                  <th scope="col">CPU %</th>
-                  <th scope="col">Memory MB</th>
-                  <th scope="col">State</th>
-                  <th scope="col">Enabled</th>
-                </tr>
-              </thead>
-              <tbody>
-                {items.map((t) => (
-                  <tr key={t.service}>
-                    <td>{t.service}</td>
-                    <td>{t.cpu_percent ?? "—"}</td>
-                    <td>{t.memory_mb ?? "—"}</td>
-                    <td>
-                      {t.last_state}{" "}
-                      {t.last_changed_at ? `since ${localTime(t.last_changed_at)}` : ""}
-                    </td>
-                    <td>
-                      {props.canWrite ? (
-                        <input
-                          type="checkbox"
-                          aria-label={`Alarm on ${t.service} enabled`}
-                          checked={t.enabled}
-                          onChange={(e) =>
-                            void run(
-                              () =>
-                                api("put", "/api/notify/thresholds/{service_name}", {
-                                  params: { service_name: t.service },
-                                  body: {
-                                    enabled: e.target.checked,
-                                    cpu_percent: t.cpu_percent,
-                                    memory_mb: t.memory_mb,
-                                    target_ids: t.target_ids,
-                                  },
-                                }),
-                              `Alarm on ${t.service} ${e.target.checked ? "enabled" : "disabled"}.`,
-                            )
-                          }
-                        />
-                      ) : t.enabled ? (
-                        "yes"
-                      ) : (
-                        "no"
-                      )}
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
+          <Table
+            label="Metrics alarms"
+            headers={["Service", "CPU %", "Memory MB", "State", "Enabled"]}
+          >
+            {items.map((t) => (
+              <tr key={t.service}>
+                <td>{t.service}</td>
+                <td>{t.cpu_percent ?? "—"}</td>
+                <td>{t.memory_mb ?? "—"}</td>
+                <td>
+                  {t.last_state} {t.last_changed_at ? `since ${localTime(t.last_changed_at)}` : ""}
+                </td>
+                <td>
+                  {props.canWrite ? (
+                    <input
+                      type="checkbox"
+                      aria-label={`Alarm on ${t.service} enabled`}
+                      checked={t.enabled}
+                      onChange={(e) =>
+                        void run(
+                          () =>
+                            api("put", "/api/notify/thresholds/{service_name}", {
+                              params: { service_name: t.service },
+                              body: {
+                                enabled: e.target.checked,
+                                cpu_percent: t.cpu_percent,
+                                memory_mb: t.memory_mb,
+                                target_ids: t.target_ids,
+                              },
+                            }),
+                          `Alarm on ${t.service} ${e.target.checked ? "enabled" : "disabled"}.`,
+                        )
+                      }
+                    />
+                  ) : t.enabled ? (
+                    "yes"
+                  ) : (
+                    "no"
+                  )}
+                </td>
+              </tr>
+            ))}
+          </Table>
         )}
       </ListState>
       {props.canWrite && (
@@ -377,7 +366,20 @@ export function NotificationsSection() {
   const targets = useLoad(() => api("get", "/api/notify/targets"));
   const { outcome, run } = useAction(targets.reload);
   const [draft, setDraft] = useState(BLANK);
-  const [deleting, setDeleting] = useState<Target | null>(null);
+  const confirm = usePendingConfirm<Target>(
+    (t) =>
+      `Delete the target ${t.name}: jobs and alarms that name it stop sending there. It cannot be undone; create it again and re-select it on those jobs.`,
+    "Delete",
+    (t) => {
+      void run(
+        () =>
+          api("delete", "/api/notify/targets/{target_id}", {
+            params: { target_id: String(t.id) },
+          }),
+        `Deleted the target ${t.name}.`,
+      );
+    },
+  );
   const stored = targets.data?.find((t) => t.id === draft.id) ?? null;
 
   function save() {
@@ -407,77 +409,65 @@ export function NotificationsSection() {
       <h2>Targets</h2>
       <ListState state={targets} what="Targets" empty="No notification target yet.">
         {(list) => (
-          <div className="table-scroll">
-            <table aria-label="Notification targets">
-              <thead>
-                <tr>
-                  <th scope="col">Name</th>
-                  <th scope="col">Kind</th>
-                  <th scope="col">Address</th>
-                  <th scope="col">Events</th>
-                  {canWrite && <th scope="col">Actions</th>}
-                </tr>
-              </thead>
-              <tbody>
-                {list.map((t) => (
-                  <tr key={t.id}>
-                    <td>{t.name}</td>
-                    <td>
-                      {t.kind}
-                      {t.has_signing_secret && <span className="badge">signed</span>}
-                    </td>
-                    <td className="mono">{t.address}</td>
-                    <td>{t.events.join(", ")}</td>
-                    {canWrite && (
-                      <td className="row">
-                        <button
-                          type="button"
-                          className="small"
-                          aria-label={`Send a test to ${t.name}`}
-                          onClick={() =>
-                            void run(
-                              () =>
-                                api("post", "/api/notify/targets/{target_id}/test", {
-                                  params: { target_id: String(t.id) },
-                                }),
-                              `The test notice reached ${t.name}.`,
-                            )
-                          }
-                        >
-                          Test
-                        </button>
-                        <button
-                          type="button"
-                          className="small secondary"
-                          aria-label={`Edit ${t.name}`}
-                          onClick={() =>
-                            setDraft({
-                              id: t.id,
-                              name: t.name,
-                              kind: t.kind as TargetWrite["kind"],
-                              address: t.kind === "apprise" ? "" : t.address,
-                              events: t.events as Event[],
-                              signing_secret: "",
-                            })
-                          }
-                        >
-                          Edit
-                        </button>
-                        <button
-                          type="button"
-                          className="small danger"
-                          aria-label={`Delete ${t.name}`}
-                          onClick={() => setDeleting(t)}
-                        >
-                          Delete
-                        </button>
-                      </td>
-                    )}
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
+          <Table
+            label="Notification targets"
+            headers={["Name", "Kind", "Address", "Events", canWrite && "Actions"]}
+          >
+            {list.map((t) => (
+              <tr key={t.id}>
+                <td>{t.name}</td>
+                <td>
+                  {t.kind}
+                  {t.has_signing_secret && <span className="badge">signed</span>}
+                </td>
+                <td className="mono">{t.address}</td>
+                <td>{t.events.join(", ")}</td>
+                {canWrite && (
+                  <td className="row">
+                    <button
+                      type="button"
+                      className="small"
+                      aria-label={`Send a test to ${t.name}`}
+                      onClick={() =>
+                        void run(
+                          () =>
+                            api("post", "/api/notify/targets/{target_id}/test", {
+                              params: { target_id: String(t.id) },
+                            }),
+                          `The test notice reached ${t.name}.`,
+                        )
+                      }
+                    >
+                      Test
+                    </button>
+                    <button
+                      type="button"
+                      className="small secondary"
+                      aria-label={`Edit ${t.name}`}
+                      onClick={() =>
+                        setDraft({
+                          id: t.id,
+                          name: t.name,
+                          kind: t.kind as TargetWrite["kind"],
+                          address: t.kind === "apprise" ? "" : t.address,
+                          events: t.events as Event[],
+                          signing_secret: "",
+                        })
+                      }
+                    >
+                      Edit
+                    </button>
+                    <RowButton
+                      label="Delete"
+                      name={`Delete ${t.name}`}
+                      kind="danger"
+                      onClick={() => confirm.ask(t)}
+                    />
+                  </td>
+                )}
+              </tr>
+            ))}
+          </Table>
         )}
       </ListState>
       {canWrite && (
@@ -491,24 +481,7 @@ export function NotificationsSection() {
       )}
       <Apprise canWrite={canWrite} />
       <Thresholds canWrite={canWrite} targets={targets.data ?? []} />
-      {deleting && (
-        <Confirm
-          text={`Delete the target ${deleting.name}: jobs and alarms that name it stop sending there. It cannot be undone; create it again and re-select it on those jobs.`}
-          action="Delete"
-          onCancel={() => setDeleting(null)}
-          onConfirm={() => {
-            const t = deleting;
-            setDeleting(null);
-            void run(
-              () =>
-                api("delete", "/api/notify/targets/{target_id}", {
-                  params: { target_id: String(t.id) },
-                }),
-              `Deleted the target ${t.name}.`,
-            );
-          }}
-        />
-      )}
+      {confirm.dialog}
     </>
   );
 }

@@ -1,6 +1,6 @@
 import { useState } from "react";
 import { api, type Permission, type Schemas } from "../../api/client";
-import { Confirm } from "../../components/Confirm";
+import { RowButton, usePendingConfirm } from "../../components/Table";
 import { Help } from "../../components/Help";
 import { ListState, Outcome, useAction, useLoad } from "../../components/Load";
 import { SectionHead } from "../../components/SectionHead";
@@ -68,7 +68,17 @@ export function RolesSection() {
   const [openId, setOpenId] = useState<string | null>(null);
   const [name, setName] = useState("");
   const [description, setDescription] = useState("");
-  const [deleting, setDeleting] = useState<Role | null>(null);
+  const confirm = usePendingConfirm<Role>(
+    (role) =>
+      `Delete the role ${role.name}: its users and tokens lose the permissions it gave them at their next request. It cannot be undone; create the role again and re-assign it instead.`,
+    "Delete role",
+    (role) => {
+      void run(
+        () => api("delete", "/api/roles/{role_id}", { params: { role_id: role.id } }),
+        `Deleted the role ${role.name}.`,
+      );
+    },
+  );
 
   const open = roles.data?.find((r) => r.id === openId) ?? null;
   return (
@@ -100,14 +110,12 @@ export function RolesSection() {
                   {role.description ? `: ${role.description}` : ""}
                 </span>
                 {canWrite && !role.is_system && (
-                  <button
-                    type="button"
-                    className="small danger"
-                    aria-label={`Delete role ${role.name}`}
-                    onClick={() => setDeleting(role)}
-                  >
-                    Delete
-                  </button>
+                  <RowButton
+                    label="Delete"
+                    name={`Delete role ${role.name}`}
+                    kind="danger"
+                    onClick={() => confirm.ask(role)}
+                  />
                 )}
               </li>
             ))}
@@ -163,21 +171,7 @@ export function RolesSection() {
           </div>
         </form>
       )}
-      {deleting && (
-        <Confirm
-          text={`Delete the role ${deleting.name}: its users and tokens lose the permissions it gave them at their next request. It cannot be undone; create the role again and re-assign it instead.`}
-          action="Delete role"
-          onCancel={() => setDeleting(null)}
-          onConfirm={() => {
-            const role = deleting;
-            setDeleting(null);
-            void run(
-              () => api("delete", "/api/roles/{role_id}", { params: { role_id: role.id } }),
-              `Deleted the role ${role.name}.`,
-            );
-          }}
-        />
-      )}
+      {confirm.dialog}
       <Help topic="the permission grid">
         Tick a permission and save to grant it to everyone holding this role. Untick to take it
         away; their screens lose the matching controls at their next page load. Built-in roles

@@ -1,7 +1,7 @@
 import { useState } from "react";
 import { api, type Schemas } from "../../api/client";
-import { Confirm } from "../../components/Confirm";
 import { ListState, Outcome, ShownOnce, useAction, useLoad } from "../../components/Load";
+import { RowButton, Table, usePendingConfirm } from "../../components/Table";
 import { SectionHead } from "../../components/SectionHead";
 import { Notice } from "../../components/States";
 import { localTime } from "../../format";
@@ -28,7 +28,17 @@ export function TokensSection() {
   const [roleId, setRoleId] = useState("");
   const [expires, setExpires] = useState<string>("90d");
   const [secret, setSecret] = useState<string | null>(null);
-  const [revoking, setRevoking] = useState<Token | null>(null);
+  const confirm = usePendingConfirm<Token>(
+    (t) =>
+      `Revoke the token ${t.name}: every request with it is refused from now on. It cannot be undone; create a new token instead.`,
+    "Revoke",
+    (t) => {
+      void run(
+        () => api("delete", "/api/tokens/{token_id}", { params: { token_id: t.id } }),
+        `Revoked the token ${t.name}.`,
+      );
+    },
+  );
 
   return (
     <>
@@ -102,70 +112,48 @@ export function TokensSection() {
       )}
       <ListState state={tokens} what="Tokens" empty="No API token yet.">
         {(list) => (
-          <div className="table-scroll">
-            <table aria-label="API tokens">
-              <thead>
-                <tr>
-                  <th scope="col">Name</th>
-                  <th scope="col">Owner</th>
-                  <th scope="col">Role</th>
-                  <th scope="col">Ends in</th>
-                  <th scope="col">Last used</th>
-                  <th scope="col">Expires</th>
-                  <th scope="col">
-                    <span className="visually-hidden">Revoke</span>
-                  </th>
-                </tr>
-              </thead>
-              <tbody>
-                {list.map((t) => (
-                  <tr key={t.id}>
-                    <td>{t.name}</td>
-                    <td>{t.user_email}</td>
-                    <td>{t.role_name}</td>
-                    <td className="mono">…{t.token_hint}</td>
-                    <td>{localTime(t.last_used_at)}</td>
-                    <td>
-                      {t.revoked_at
-                        ? `revoked ${localTime(t.revoked_at)}`
-                        : t.expires_at
-                          ? localTime(t.expires_at)
-                          : "never"}
-                    </td>
-                    <td>
-                      {!t.revoked_at && (
-                        <button
-                          type="button"
-                          className="small danger"
-                          aria-label={`Revoke token ${t.name}`}
-                          onClick={() => setRevoking(t)}
-                        >
-                          Revoke
-                        </button>
-                      )}
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
+          <Table
+            label="API tokens"
+            headers={[
+              "Name",
+              "Owner",
+              "Role",
+              "Ends in",
+              "Last used",
+              "Expires",
+              { hidden: "Revoke" },
+            ]}
+          >
+            {list.map((t) => (
+              <tr key={t.id}>
+                <td>{t.name}</td>
+                <td>{t.user_email}</td>
+                <td>{t.role_name}</td>
+                <td className="mono">…{t.token_hint}</td>
+                <td>{localTime(t.last_used_at)}</td>
+                <td>
+                  {t.revoked_at
+                    ? `revoked ${localTime(t.revoked_at)}`
+                    : t.expires_at
+                      ? localTime(t.expires_at)
+                      : "never"}
+                </td>
+                <td>
+                  {!t.revoked_at && (
+                    <RowButton
+                      label="Revoke"
+                      name={`Revoke token ${t.name}`}
+                      kind="danger"
+                      onClick={() => confirm.ask(t)}
+                    />
+                  )}
+                </td>
+              </tr>
+            ))}
+          </Table>
         )}
       </ListState>
-      {revoking && (
-        <Confirm
-          text={`Revoke the token ${revoking.name}: every request with it is refused from now on. It cannot be undone; create a new token instead.`}
-          action="Revoke"
-          onCancel={() => setRevoking(null)}
-          onConfirm={() => {
-            const t = revoking;
-            setRevoking(null);
-            void run(
-              () => api("delete", "/api/tokens/{token_id}", { params: { token_id: t.id } }),
-              `Revoked the token ${t.name}.`,
-            );
-          }}
-        />
-      )}
+      {confirm.dialog}
     </>
   );
 }

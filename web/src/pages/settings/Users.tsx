@@ -3,6 +3,7 @@ import { api, type Schemas } from "../../api/client";
 import { Confirm } from "../../components/Confirm";
 import { Help } from "../../components/Help";
 import { ListState, Outcome, ShownOnce, useAction, useLoad } from "../../components/Load";
+import { RowButton, Table } from "../../components/Table";
 import { SectionHead } from "../../components/SectionHead";
 import { Denied } from "../../components/States";
 import { localTime } from "../../format";
@@ -178,138 +179,120 @@ export function UsersSection() {
       {!canWrite && <Denied reason="Needs the users:write permission to change users." />}
       <ListState state={users} what="Users" empty="No users yet.">
         {(list) => (
-          <div className="table-scroll">
-            <table aria-label="Users">
-              <thead>
-                <tr>
-                  <th scope="col">Email</th>
-                  <th scope="col">Status</th>
-                  <th scope="col">Roles</th>
-                  <th scope="col">Last sign-in</th>
-                  {canWrite && <th scope="col">Actions</th>}
-                </tr>
-              </thead>
-              <tbody>
-                {list.map((user) => (
-                  <tr key={user.id}>
-                    <td>
-                      {user.email}
-                      {user.must_change_password && (
-                        <span className="badge">temporary password</span>
-                      )}
-                    </td>
-                    <td>{user.status}</td>
-                    <td>
-                      {editing?.id === user.id ? (
-                        <div className="stack">
-                          <RolePicker
-                            legend={`Roles of ${user.email}`}
-                            roles={roleList}
-                            value={editing.roles}
-                            onChange={(ids) => setEditing({ id: user.id, roles: ids })}
-                          />
-                          <div className="row">
-                            <button
-                              type="button"
-                              className="small"
-                              onClick={() =>
-                                void run(
-                                  () =>
-                                    api("patch", "/api/users/{user_id}", {
-                                      params: { user_id: user.id },
-                                      body: { role_ids: editing.roles },
-                                    }),
-                                  `Saved the roles of ${user.email}.`,
-                                ).then((ok) => ok && setEditing(null))
-                              }
-                            >
-                              Save roles
-                            </button>
-                            <button
-                              type="button"
-                              className="small secondary"
-                              onClick={() => setEditing(null)}
-                            >
-                              Cancel
-                            </button>
-                          </div>
-                        </div>
-                      ) : (
-                        user.roles.map((r) => r.name).join(", ") || "—"
-                      )}
-                    </td>
-                    <td>{localTime(user.last_login_at)}</td>
-                    {canWrite && (
-                      <td>
-                        {user.protected || user.id === me.id ? (
-                          <span className="muted">
-                            {user.protected ? "protected (bootstrap Super Admin)" : "you"}
-                          </span>
+          <Table
+            label="Users"
+            headers={["Email", "Status", "Roles", "Last sign-in", canWrite && "Actions"]}
+          >
+            {list.map((user) => (
+              <tr key={user.id}>
+                <td>
+                  {user.email}
+                  {user.must_change_password && <span className="badge">temporary password</span>}
+                </td>
+                <td>{user.status}</td>
+                <td>
+                  {editing?.id === user.id ? (
+                    <div className="stack">
+                      <RolePicker
+                        legend={`Roles of ${user.email}`}
+                        roles={roleList}
+                        value={editing.roles}
+                        onChange={(ids) => setEditing({ id: user.id, roles: ids })}
+                      />
+                      <div className="row">
+                        <button
+                          type="button"
+                          className="small"
+                          onClick={() =>
+                            void run(
+                              () =>
+                                api("patch", "/api/users/{user_id}", {
+                                  params: { user_id: user.id },
+                                  body: { role_ids: editing.roles },
+                                }),
+                              `Saved the roles of ${user.email}.`,
+                            ).then((ok) => ok && setEditing(null))
+                          }
+                        >
+                          Save roles
+                        </button>
+                        <button
+                          type="button"
+                          className="small secondary"
+                          onClick={() => setEditing(null)}
+                        >
+                          Cancel
+                        </button>
+                      </div>
+                    </div>
+                  ) : (
+                    user.roles.map((r) => r.name).join(", ") || "—"
+                  )}
+                </td>
+                <td>{localTime(user.last_login_at)}</td>
+                {canWrite && (
+                  <td>
+                    {user.protected || user.id === me.id ? (
+                      <span className="muted">
+                        {user.protected ? "protected (bootstrap Super Admin)" : "you"}
+                      </span>
+                    ) : (
+                      <div className="row">
+                        <button
+                          type="button"
+                          className="small secondary"
+                          aria-label={`Edit roles of ${user.email}`}
+                          onClick={() =>
+                            setEditing({ id: user.id, roles: user.roles.map((r) => r.id) })
+                          }
+                        >
+                          Roles
+                        </button>
+                        {user.status === "disabled" ? (
+                          <button
+                            type="button"
+                            className="small secondary"
+                            aria-label={`Enable ${user.email}`}
+                            onClick={() =>
+                              void run(
+                                () =>
+                                  api("patch", "/api/users/{user_id}", {
+                                    params: { user_id: user.id },
+                                    body: { status: "active" },
+                                  }),
+                                `Enabled ${user.email}.`,
+                              )
+                            }
+                          >
+                            Enable
+                          </button>
                         ) : (
-                          <div className="row">
-                            <button
-                              type="button"
-                              className="small secondary"
-                              aria-label={`Edit roles of ${user.email}`}
-                              onClick={() =>
-                                setEditing({ id: user.id, roles: user.roles.map((r) => r.id) })
-                              }
-                            >
-                              Roles
-                            </button>
-                            {user.status === "disabled" ? (
-                              <button
-                                type="button"
-                                className="small secondary"
-                                aria-label={`Enable ${user.email}`}
-                                onClick={() =>
-                                  void run(
-                                    () =>
-                                      api("patch", "/api/users/{user_id}", {
-                                        params: { user_id: user.id },
-                                        body: { status: "active" },
-                                      }),
-                                    `Enabled ${user.email}.`,
-                                  )
-                                }
-                              >
-                                Enable
-                              </button>
-                            ) : (
-                              <button
-                                type="button"
-                                className="small danger"
-                                aria-label={`Disable ${user.email}`}
-                                onClick={() => setPending({ kind: "disable", user })}
-                              >
-                                Disable
-                              </button>
-                            )}
-                            <button
-                              type="button"
-                              className="small danger"
-                              aria-label={`Reset password of ${user.email}`}
-                              onClick={() => setPending({ kind: "reset", user })}
-                            >
-                              Reset password
-                            </button>
-                            <button
-                              type="button"
-                              className="small danger"
-                              aria-label={`Delete ${user.email}`}
-                              onClick={() => setPending({ kind: "delete", user })}
-                            >
-                              Delete
-                            </button>
-                          </div>
+                          <RowButton
+                            label="Disable"
+                            name={`Disable ${user.email}`}
+                            kind="danger"
+                            onClick={() => setPending({ kind: "disable", user })}
+                          />
                         )}
-                      </td>
+                        <RowButton
+                          label="Reset password"
+                          name={`Reset password of ${user.email}`}
+                          kind="danger"
+                          onClick={() => setPending({ kind: "reset", user })}
+                        />
+                        <RowButton
+                          label="Delete"
+                          name={`Delete ${user.email}`}
+                          kind="danger"
+                          onClick={() => setPending({ kind: "delete", user })}
+                        />
+                      </div>
                     )}
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
+                  </td>
+                )}
+              </tr>
+            ))}
+          </Table>
         )}
       </ListState>
       {canInvite && (

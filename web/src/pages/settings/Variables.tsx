@@ -1,8 +1,8 @@
 import { useState } from "react";
 import { api, type Schemas } from "../../api/client";
-import { Confirm } from "../../components/Confirm";
 import { Help } from "../../components/Help";
 import { ListState, Outcome, useAction, useLoad } from "../../components/Load";
+import { RowButton, Table, usePendingConfirm } from "../../components/Table";
 import { SectionHead } from "../../components/SectionHead";
 import { Denied } from "../../components/States";
 import { allows, useSession } from "../../session";
@@ -23,7 +23,20 @@ export function VariablesSection() {
   const vars = useLoad(() => api("get", "/api/global-variables"));
   const { outcome, run } = useAction(vars.reload);
   const [draft, setDraft] = useState<Draft>(BLANK);
-  const [deleting, setDeleting] = useState<Variable | null>(null);
+  const confirm = usePendingConfirm<Variable>(
+    (v) =>
+      `Delete ${v.name}: jobs that use {{${v.name}}} fail to resolve it from their next attempt. It cannot be undone; create it again with its value.`,
+    "Delete",
+    (v) => {
+      void run(
+        () =>
+          api("delete", "/api/global-variables/{variable_id}", {
+            params: { variable_id: v.id },
+          }),
+        `Deleted ${v.name}.`,
+      );
+    },
+  );
 
   function save() {
     const body = {
@@ -56,61 +69,50 @@ export function VariablesSection() {
       {!canWrite && <Denied reason="Needs the globalvars:write permission to change variables." />}
       <ListState state={vars} what="Variables" empty="No global variables yet.">
         {(list) => (
-          <div className="table-scroll">
-            <table aria-label="Global variables">
-              <thead>
-                <tr>
-                  <th scope="col">Name</th>
-                  <th scope="col">Value</th>
-                  <th scope="col">In scripts</th>
-                  {canWrite && <th scope="col">Actions</th>}
-                </tr>
-              </thead>
-              <tbody>
-                {list.map((v) => (
-                  <tr key={v.id}>
-                    <td className="mono">{v.name}</td>
-                    <td className="mono">
-                      {v.is_secret
-                        ? v.has_value
-                          ? "secret (set, hidden)"
-                          : "secret (empty)"
-                        : v.value}
-                    </td>
-                    <td>{v.allow_in_scripts ? "allowed" : "no"}</td>
-                    {canWrite && (
-                      <td className="row">
-                        <button
-                          type="button"
-                          className="small secondary"
-                          aria-label={`Edit ${v.name}`}
-                          onClick={() =>
-                            setDraft({
-                              id: v.id,
-                              name: v.name,
-                              value: v.is_secret ? "" : v.value,
-                              is_secret: v.is_secret,
-                              allow_in_scripts: v.allow_in_scripts,
-                            })
-                          }
-                        >
-                          Edit
-                        </button>
-                        <button
-                          type="button"
-                          className="small danger"
-                          aria-label={`Delete ${v.name}`}
-                          onClick={() => setDeleting(v)}
-                        >
-                          Delete
-                        </button>
-                      </td>
-                    )}
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
+          <Table
+            label="Global variables"
+            headers={["Name", "Value", "In scripts", canWrite && "Actions"]}
+          >
+            {list.map((v) => (
+              <tr key={v.id}>
+                <td className="mono">{v.name}</td>
+                <td className="mono">
+                  {v.is_secret
+                    ? v.has_value
+                      ? "secret (set, hidden)"
+                      : "secret (empty)"
+                    : v.value}
+                </td>
+                <td>{v.allow_in_scripts ? "allowed" : "no"}</td>
+                {canWrite && (
+                  <td className="row">
+                    <button
+                      type="button"
+                      className="small secondary"
+                      aria-label={`Edit ${v.name}`}
+                      onClick={() =>
+                        setDraft({
+                          id: v.id,
+                          name: v.name,
+                          value: v.is_secret ? "" : v.value,
+                          is_secret: v.is_secret,
+                          allow_in_scripts: v.allow_in_scripts,
+                        })
+                      }
+                    >
+                      Edit
+                    </button>
+                    <RowButton
+                      label="Delete"
+                      name={`Delete ${v.name}`}
+                      kind="danger"
+                      onClick={() => confirm.ask(v)}
+                    />
+                  </td>
+                )}
+              </tr>
+            ))}
+          </Table>
         )}
       </ListState>
       {canWrite && (
@@ -182,24 +184,7 @@ export function VariablesSection() {
           </div>
         </form>
       )}
-      {deleting && (
-        <Confirm
-          text={`Delete ${deleting.name}: jobs that use {{${deleting.name}}} fail to resolve it from their next attempt. It cannot be undone; create it again with its value.`}
-          action="Delete"
-          onCancel={() => setDeleting(null)}
-          onConfirm={() => {
-            const v = deleting;
-            setDeleting(null);
-            void run(
-              () =>
-                api("delete", "/api/global-variables/{variable_id}", {
-                  params: { variable_id: v.id },
-                }),
-              `Deleted ${v.name}.`,
-            );
-          }}
-        />
-      )}
+      {confirm.dialog}
     </>
   );
 }

@@ -1,7 +1,7 @@
 import { useState } from "react";
 import { api, type Schemas } from "../../api/client";
-import { Confirm } from "../../components/Confirm";
 import { ListState, Outcome, useAction, useLoad } from "../../components/Load";
+import { RowButton, Table, usePendingConfirm } from "../../components/Table";
 import { SectionHead } from "../../components/SectionHead";
 import { Denied } from "../../components/States";
 import { localTime } from "../../format";
@@ -20,35 +20,26 @@ function WorkerStatus() {
         empty="No script worker has reported yet: start one (zilean up starts them all) and wait a minute."
       >
         {(list) => (
-          <div className="table-scroll">
-            <table aria-label="Script workers">
-              <thead>
-                <tr>
-                  <th scope="col">Queue</th>
-                  <th scope="col">Sandbox</th>
-                  <th scope="col">Volumes root</th>
-                  <th scope="col">Last report</th>
-                </tr>
-              </thead>
-              <tbody>
-                {list.map((w) => (
-                  <tr key={w.queue}>
-                    <td>{w.queue}</td>
-                    <td className={w.sandbox_enforced ? "" : "warning-text"}>
-                      {w.sandbox_enforced ? "enforced" : "not enforced: scripts run unconfined"}
-                    </td>
-                    <td className={w.volumes_root_mounted ? "" : "warning-text"}>
-                      {w.volumes_root_mounted ? "mounted" : "not mounted: volume jobs fail"}
-                    </td>
-                    <td>
-                      {localTime(w.updated_at)}
-                      {w.stale && <span className="badge">stale: no report for over 3 min</span>}
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
+          <Table
+            label="Script workers"
+            headers={["Queue", "Sandbox", "Volumes root", "Last report"]}
+          >
+            {list.map((w) => (
+              <tr key={w.queue}>
+                <td>{w.queue}</td>
+                <td className={w.sandbox_enforced ? "" : "warning-text"}>
+                  {w.sandbox_enforced ? "enforced" : "not enforced: scripts run unconfined"}
+                </td>
+                <td className={w.volumes_root_mounted ? "" : "warning-text"}>
+                  {w.volumes_root_mounted ? "mounted" : "not mounted: volume jobs fail"}
+                </td>
+                <td>
+                  {localTime(w.updated_at)}
+                  {w.stale && <span className="badge">stale: no report for over 3 min</span>}
+                </td>
+              </tr>
+            ))}
+          </Table>
         )}
       </ListState>
     </>
@@ -63,7 +54,17 @@ export function VolumesSection() {
   const [name, setName] = useState("");
   const [mode, setMode] = useState("ro");
   const [description, setDescription] = useState("");
-  const [deleting, setDeleting] = useState<Volume | null>(null);
+  const confirm = usePendingConfirm<Volume>(
+    (v) =>
+      `Delete the catalog entry ${v.name}: its files stay on disk. It is refused while a job declares it. Undo by creating it again with the same name.`,
+    "Delete",
+    (v) => {
+      void run(
+        () => api("delete", "/api/script-volumes/{name}", { params: { name: v.name } }),
+        `Deleted ${v.name}.`,
+      );
+    },
+  );
 
   return (
     <>
@@ -77,63 +78,51 @@ export function VolumesSection() {
       {!canWrite && <Denied reason="Needs the scriptvolumes:write permission to change volumes." />}
       <ListState state={volumes} what="Volumes" empty="No script volumes yet.">
         {(list) => (
-          <div className="table-scroll">
-            <table aria-label="Script volumes">
-              <thead>
-                <tr>
-                  <th scope="col">Name</th>
-                  <th scope="col">Most access</th>
-                  <th scope="col">Used by</th>
-                  <th scope="col">Description</th>
-                  {canWrite && <th scope="col">Actions</th>}
-                </tr>
-              </thead>
-              <tbody>
-                {list.map((v) => (
-                  <tr key={v.name}>
-                    <td className="mono">{v.name}</td>
-                    <td>
-                      {canWrite ? (
-                        <select
-                          aria-label={`Most access for ${v.name}`}
-                          value={v.max_mode}
-                          onChange={(e) =>
-                            void run(
-                              () =>
-                                api("put", "/api/script-volumes/{name}", {
-                                  params: { name: v.name },
-                                  body: { max_mode: e.target.value, description: v.description },
-                                }),
-                              `Saved ${v.name}.`,
-                            )
-                          }
-                        >
-                          <option value="ro">ro (read only)</option>
-                          <option value="rw">rw (read and write)</option>
-                        </select>
-                      ) : (
-                        v.max_mode
-                      )}
-                    </td>
-                    <td>{v.usage} jobs</td>
-                    <td>{v.description || "—"}</td>
-                    {canWrite && (
-                      <td>
-                        <button
-                          type="button"
-                          className="small danger"
-                          aria-label={`Delete volume ${v.name}`}
-                          onClick={() => setDeleting(v)}
-                        >
-                          Delete
-                        </button>
-                      </td>
-                    )}
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
+          <Table
+            label="Script volumes"
+            headers={["Name", "Most access", "Used by", "Description", canWrite && "Actions"]}
+          >
+            {list.map((v) => (
+              <tr key={v.name}>
+                <td className="mono">{v.name}</td>
+                <td>
+                  {canWrite ? (
+                    <select
+                      aria-label={`Most access for ${v.name}`}
+                      value={v.max_mode}
+                      onChange={(e) =>
+                        void run(
+                          () =>
+                            api("put", "/api/script-volumes/{name}", {
+                              params: { name: v.name },
+                              body: { max_mode: e.target.value, description: v.description },
+                            }),
+                          `Saved ${v.name}.`,
+                        )
+                      }
+                    >
+                      <option value="ro">ro (read only)</option>
+                      <option value="rw">rw (read and write)</option>
+                    </select>
+                  ) : (
+                    v.max_mode
+                  )}
+                </td>
+                <td>{v.usage} jobs</td>
+                <td>{v.description || "—"}</td>
+                {canWrite && (
+                  <td>
+                    <RowButton
+                      label="Delete"
+                      name={`Delete volume ${v.name}`}
+                      kind="danger"
+                      onClick={() => confirm.ask(v)}
+                    />
+                  </td>
+                )}
+              </tr>
+            ))}
+          </Table>
         )}
       </ListState>
       {canWrite && (
@@ -171,21 +160,7 @@ export function VolumesSection() {
         </form>
       )}
       <WorkerStatus />
-      {deleting && (
-        <Confirm
-          text={`Delete the catalog entry ${deleting.name}: its files stay on disk. It is refused while a job declares it. Undo by creating it again with the same name.`}
-          action="Delete"
-          onCancel={() => setDeleting(null)}
-          onConfirm={() => {
-            const v = deleting;
-            setDeleting(null);
-            void run(
-              () => api("delete", "/api/script-volumes/{name}", { params: { name: v.name } }),
-              `Deleted ${v.name}.`,
-            );
-          }}
-        />
-      )}
+      {confirm.dialog}
     </>
   );
 }
