@@ -104,6 +104,7 @@ export function JobDetail(props: { jobId: string }) {
   const [calls, setCalls] = useState<CallEntry[] | null>(null);
   const [callsError, setCallsError] = useState<string | null>(null);
   const [activity, setActivity] = useState<Schemas["JobActivity"] | null>(null);
+  const [activityError, setActivityError] = useState<string | null>(null);
   const [windowName, setWindowName] = useState("24 hours");
   const [error, setError] = useState<string | null>(null);
   const [message, setMessage] = useState<string | null>(null);
@@ -157,8 +158,11 @@ export function JobDetail(props: { jobId: string }) {
   useEffect(() => {
     const chosen = WINDOWS[windowName] ?? { since: "24h", buckets: 48 };
     api("get", "/api/jobs/{job_id}/activity", { params: { job_id: props.jobId }, query: chosen })
-      .then(setActivity)
-      .catch(() => setActivity(null));
+      .then((read) => {
+        setActivity(read);
+        setActivityError(null);
+      })
+      .catch((failure: unknown) => setActivityError(errorText(failure)));
   }, [props.jobId, windowName, calls?.length]);
 
   async function act(what: () => Promise<unknown>, done: string) {
@@ -314,7 +318,9 @@ export function JobDetail(props: { jobId: string }) {
             </select>
           </label>
         </div>
-        {activity ? (
+        {activityError ? (
+          <Notice kind="error" text={`Activity could not be read: ${activityError}`} />
+        ) : activity ? (
           <Chart activity={activity} />
         ) : (
           <Notice kind="loading" text="Loading activity…" />

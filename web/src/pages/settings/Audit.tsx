@@ -5,6 +5,7 @@ import { Table } from "../../components/Table";
 import { SectionHead } from "../../components/SectionHead";
 import { Notice } from "../../components/States";
 import { localTime } from "../../format";
+import { changedFields } from "./auditDiff";
 import { allows, useSession } from "../../session";
 
 type Entry = Schemas["AuditEntry"];
@@ -25,23 +26,30 @@ function instant(local: string): string | undefined {
 function Change(props: { entry: Entry }) {
   const { before, after } = props.entry;
   if (!before && !after) return <span className="muted">no snapshot</span>;
+  const fields = changedFields(before, after);
   return (
     <details>
-      <summary>Before and after</summary>
-      <div className="before-after">
-        <div>
-          <h4>Before</h4>
-          <pre className="mono" tabIndex={0} aria-label="Before">
-            {before ? JSON.stringify(before, null, 2) : "—"}
-          </pre>
-        </div>
-        <div>
-          <h4>After</h4>
-          <pre className="mono" tabIndex={0} aria-label="After">
-            {after ? JSON.stringify(after, null, 2) : "—"}
-          </pre>
-        </div>
-      </div>
+      <summary>
+        {fields.length} field{fields.length === 1 ? "" : "s"} changed
+      </summary>
+      <table className="counts" aria-label={`Change ${props.entry.id}`}>
+        <thead>
+          <tr>
+            <th scope="col">Field</th>
+            <th scope="col">Before</th>
+            <th scope="col">After</th>
+          </tr>
+        </thead>
+        <tbody>
+          {fields.map((f) => (
+            <tr key={f.field}>
+              <th scope="row">{f.field}</th>
+              <td className="mono">{f.before}</td>
+              <td className="mono">{f.after}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
     </details>
   );
 }
