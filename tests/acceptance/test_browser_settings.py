@@ -12,6 +12,7 @@ import asyncio
 import json
 import re
 import subprocess
+import time
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.support.actors import add_user
+from tests.support.notify import MailServer, mail_server, verify
 from tests.support.servers import live_server
 from tests.support.target import HttpTarget, http_target
 from tests.support.ui_browser import (
@@ -195,10 +197,62 @@ def webhook_target_test(page: Page, base: str, target: HttpTarget) -> None:
     expect(page.get_by_text("The test notice reached ops hook.")).to_be_visible()
     delivered = target.wait_for_requests(seen + 1, timeout=15)[-1]
     assert (delivered.method, delivered.path) == ("POST", "/hook")
-    assert delivered.headers["x-zilean-signature"].startswith("sha256=")
+    assert verify("hook-signing-secret", delivered.headers, delivered.body)
     assert "hook-signing-secret" not in page.content()
     assert_accessible(page, "notifications")
     screenshot(page, "settings-notifications")
+
+
+def smtp_with_test(page: Page, base: str, mail: MailServer) -> None:
+    page.goto(f"{base}/settings/smtp")
+    form = page.get_by_role("form", name="SMTP settings")
+    form.get_by_label("Send email").check()
+    form.get_by_label("Host").fill("127.0.0.1")
+    form.get_by_label("Port").fill(str(mail.port))
+    form.get_by_label("Username").fill(mail.user)
+    form.get_by_label("Password").fill(mail.password)
+    form.get_by_label("From address").fill("zilean@example.com")
+    form.get_by_role("button", name="Save SMTP settings").click()
+    expect(page.get_by_text("SMTP settings saved.")).to_be_visible()
+    page.get_by_label("Send a test to").fill("ops@example.com")
+    page.get_by_role("button", name="Send test").click()
+    expect(page.get_by_text("A test message was sent to ops@example.com.")).to_be_visible()
+    deadline = time.monotonic() + 10
+    while not mail.messages and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [m["To"] for m in mail.messages] == ["ops@example.com"]
+    page.reload()
+    expect(page.get_by_label("Password")).to_have_value("")
+    expect(page.get_by_label("Password")).to_have_attribute(
+        "placeholder", "stored; leave empty to keep it"
+    )
+    assert mail.password not in page.content()
+    assert_accessible(page, "smtp")
+    screenshot(page, "settings-smtp")
+
+
+def disable_and_reset(page: Page, base: str, newbie: Page) -> None:
+    """Disable ends the user's session; enable lets them back; reset gives a new temporary
+    password; delete removes a pending invitee."""
+    page.goto(f"{base}/settings/users")
+    page.get_by_role("button", name=f"Disable {NEWBIE}").click()
+    dialog = page.get_by_role("dialog", name="Confirm")
+    expect(dialog).to_contain_text("they are signed out")
+    dialog.get_by_role("button", name="Disable").click()
+    expect(page.get_by_text(f"Disabled {NEWBIE}.")).to_be_visible()
+    newbie.goto(f"{base}/")
+    expect(newbie).to_have_url(re.compile("/login"))
+    page.get_by_role("button", name=f"Enable {NEWBIE}").click()
+    expect(page.get_by_text(f"Enabled {NEWBIE}.")).to_be_visible()
+    page.get_by_role("button", name=f"Reset password of {NEWBIE}").click()
+    page.get_by_role("dialog", name="Confirm").get_by_role("button", name="Reset password").click()
+    temporary = shown_once(page, f"Temporary password for {NEWBIE}")
+    sign_in(newbie, base, NEWBIE, temporary)
+    expect(newbie.get_by_text(f"{NEWBIE} is using a temporary password.")).to_be_visible()
+    page.get_by_role("button", name="Delete invited@example.com").click()
+    page.get_by_role("dialog", name="Confirm").get_by_role("button", name="Delete").click()
+    expect(page.get_by_text("Deleted invited@example.com.")).to_be_visible()
+    expect(page.get_by_role("cell", name="invited@example.com")).to_have_count(0)
 
 
 def mcp_token_and_snippet(page: Page, base: str) -> None:
@@ -311,7 +365,7 @@ def every_page_at_both_widths(page: Page, base: str) -> None:
         page.goto(f"{base}/settings/{name}")
         expect(page.get_by_role("region", name=re.compile("."))).not_to_have_count(0)
         expect(page.locator(".notice-loading")).to_have_count(0)
-        if name in ("account", "volumes", "smtp", "retention"):
+        if name in ("account", "volumes", "retention"):
             assert_accessible(page, f"settings: {name}")
             screenshot(page, f"settings-{name}")
         assert_no_horizontal_overflow(page, f"settings {name} at 1280 px")
@@ -338,7 +392,7 @@ def every_page_at_both_widths(page: Page, base: str) -> None:
         page.set_viewport_size(DESKTOP)
 
 
-def drive(browser: Browser, base: str, target: HttpTarget) -> None:
+def drive(browser: Browser, base: str, target: HttpTarget, mail: MailServer) -> None:
     admin = browser.new_page(viewport=DESKTOP)  # type: ignore[arg-type]
     sign_in(admin, base, ADMIN)
     expect(admin.get_by_role("heading", name="Jobs", exact=True)).to_be_visible()
@@ -351,9 +405,11 @@ def drive(browser: Browser, base: str, target: HttpTarget) -> None:
     token_for_curl(admin, base)
     secret_variable(admin, base)
     webhook_target_test(admin, base, target)
+    smtp_with_test(admin, base, mail)
     mcp_token_and_snippet(admin, base)
     job_id = audit_for_one_user(admin, base, newbie)
     job_alarm(admin, base, job_id)
+    disable_and_reset(admin, base, newbie)
     every_page_at_both_widths(admin, base)
 
 
@@ -365,13 +421,17 @@ async def test_settings_pages_users_roles_tokens_secrets_targets_mcp_and_audit(
         super_role = await system_role_id(conn, SystemRole.SUPER_ADMIN)
     await add_user(engine, ADMIN, [super_role], super_admin=True)
 
-    def run(base: str, target: HttpTarget) -> None:
+    def run(base: str, target: HttpTarget, mail: MailServer) -> None:
         with sync_playwright() as playwright:
             browser = launch(playwright)
             try:
-                drive(browser, base, target)
+                drive(browser, base, target, mail)
             finally:
                 browser.close()
 
-    with http_target() as target, live_server(origin_apps(database_url, engine)) as base:
-        await asyncio.to_thread(run, base, target)
+    with (
+        http_target() as target,
+        mail_server() as mail,
+        live_server(origin_apps(database_url, engine)) as base,
+    ):
+        await asyncio.to_thread(run, base, target, mail)
