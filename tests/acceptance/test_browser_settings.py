@@ -231,6 +231,24 @@ def smtp_with_test(page: Page, base: str, mail: MailServer) -> None:
     screenshot(page, "settings-smtp")
 
 
+def retention(page: Page, base: str) -> None:
+    page.goto(f"{base}/settings/retention")
+    form = page.get_by_role("form", name="Keep ended queue jobs")
+    form.get_by_label("Keep ended queue jobs (days)").fill("14")
+    form.get_by_role("button", name="Save").click()
+    expect(page.get_by_text("Ended queue jobs are kept 14 days.")).to_be_visible()
+    audit = page.get_by_role("form", name="Keep audit entries")
+    audit.get_by_label("Keep audit entries (days)").fill("400")
+    audit.get_by_role("button", name="Save").click()
+    expect(page.get_by_text("Audit entries are kept 400 days.")).to_be_visible()
+    queue_days = page.request.get(f"{base}/api/settings/queue-jobs").json()
+    audit_days = page.request.get(f"{base}/api/settings/audit").json()
+    assert (queue_days, audit_days) == (
+        {"queue_job_retention_days": 14},
+        {"audit_retention_days": 400},
+    )
+
+
 def disable_and_reset(page: Page, base: str, newbie: Page) -> None:
     """Disable ends the user's session; enable lets them back; reset gives a new temporary
     password; delete removes a pending invitee."""
@@ -409,6 +427,7 @@ def drive(browser: Browser, base: str, target: HttpTarget, mail: MailServer) -> 
     mcp_token_and_snippet(admin, base)
     job_id = audit_for_one_user(admin, base, newbie)
     job_alarm(admin, base, job_id)
+    retention(admin, base)
     disable_and_reset(admin, base, newbie)
     every_page_at_both_widths(admin, base)
 

@@ -13,6 +13,7 @@ function DaysSetting(props: {
   error: string | null;
   canWrite: boolean;
   writeNeeds: string;
+  max: number;
   onSave: (days: number) => Promise<boolean>;
   help: string;
 }) {
@@ -36,6 +37,7 @@ function DaysSetting(props: {
         <input
           type="number"
           min={1}
+          max={props.max}
           value={value}
           disabled={!props.canWrite}
           onChange={(e) => setValue(e.target.value)}
@@ -81,6 +83,7 @@ export function RetentionSection() {
           error={queue.error}
           canWrite
           writeNeeds="settings:queue_jobs"
+          max={3650}
           help="The engine's finished, failed and cancelled queue jobs older than this are deleted; the job's call history is kept separately."
           onSave={(days) =>
             run(
@@ -100,6 +103,7 @@ export function RetentionSection() {
           error={audit.error}
           canWrite={allows(me, "audit:write")}
           writeNeeds="audit:write"
+          max={3650}
           help="Audit entries older than this are deleted. Shortening it destroys history you may need for an investigation."
           onSave={(days) =>
             run(
