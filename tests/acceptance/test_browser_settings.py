@@ -162,7 +162,7 @@ def secret_variable(page: Page, base: str) -> None:
     form.get_by_label("Secret (write-only)").check()
     form.get_by_label("Value", exact=True).fill(SECRET_VALUE)
     form.get_by_label("Allow in scripts").check()
-    expect(form.get_by_role("note")).to_contain_text("Script code can print or send it")
+    expect(form.get_by_role("note")).to_contain_text("gets its value as GLOBALVAR_DB_PASSWORD")
     screenshot(page, "settings-variables")
     form.get_by_role("button", name="Create variable").click()
     expect(page.get_by_text("Saved DB_PASSWORD.")).to_be_visible()

@@ -423,46 +423,48 @@ export function NotificationsSection() {
                 <td className="mono">{t.address}</td>
                 <td>{t.events.join(", ")}</td>
                 {canWrite && (
-                  <td className="row">
-                    <button
-                      type="button"
-                      className="small"
-                      aria-label={`Send a test to ${t.name}`}
-                      onClick={() =>
-                        void run(
-                          () =>
-                            api("post", "/api/notify/targets/{target_id}/test", {
-                              params: { target_id: String(t.id) },
-                            }),
-                          `The test notice reached ${t.name}.`,
-                        )
-                      }
-                    >
-                      Test
-                    </button>
-                    <button
-                      type="button"
-                      className="small secondary"
-                      aria-label={`Edit ${t.name}`}
-                      onClick={() =>
-                        setDraft({
-                          id: t.id,
-                          name: t.name,
-                          kind: t.kind as TargetWrite["kind"],
-                          address: t.kind === "apprise" ? "" : t.address,
-                          events: t.events as Event[],
-                          signing_secret: "",
-                        })
-                      }
-                    >
-                      Edit
-                    </button>
-                    <RowButton
-                      label="Delete"
-                      name={`Delete ${t.name}`}
-                      kind="danger"
-                      onClick={() => confirm.ask(t)}
-                    />
+                  <td>
+                    <div className="row">
+                      <button
+                        type="button"
+                        className="small"
+                        aria-label={`Send a test to ${t.name}`}
+                        onClick={() =>
+                          void run(
+                            () =>
+                              api("post", "/api/notify/targets/{target_id}/test", {
+                                params: { target_id: String(t.id) },
+                              }),
+                            `The test notice reached ${t.name}.`,
+                          )
+                        }
+                      >
+                        Test
+                      </button>
+                      <button
+                        type="button"
+                        className="small secondary"
+                        aria-label={`Edit ${t.name}`}
+                        onClick={() =>
+                          setDraft({
+                            id: t.id,
+                            name: t.name,
+                            kind: t.kind as TargetWrite["kind"],
+                            address: t.kind === "apprise" ? "" : t.address,
+                            events: t.events as Event[],
+                            signing_secret: "",
+                          })
+                        }
+                      >
+                        Edit
+                      </button>
+                      <RowButton
+                        label="Delete"
+                        name={`Delete ${t.name}`}
+                        kind="danger"
+                        onClick={() => confirm.ask(t)}
+                      />
+                    </div>
                   </td>
                 )}
               </tr>

@@ -85,29 +85,31 @@ export function VariablesSection() {
                 </td>
                 <td>{v.allow_in_scripts ? "allowed" : "no"}</td>
                 {canWrite && (
-                  <td className="row">
-                    <button
-                      type="button"
-                      className="small secondary"
-                      aria-label={`Edit ${v.name}`}
-                      onClick={() =>
-                        setDraft({
-                          id: v.id,
-                          name: v.name,
-                          value: v.is_secret ? "" : v.value,
-                          is_secret: v.is_secret,
-                          allow_in_scripts: v.allow_in_scripts,
-                        })
-                      }
-                    >
-                      Edit
-                    </button>
-                    <RowButton
-                      label="Delete"
-                      name={`Delete ${v.name}`}
-                      kind="danger"
-                      onClick={() => confirm.ask(v)}
-                    />
+                  <td>
+                    <div className="row">
+                      <button
+                        type="button"
+                        className="small secondary"
+                        aria-label={`Edit ${v.name}`}
+                        onClick={() =>
+                          setDraft({
+                            id: v.id,
+                            name: v.name,
+                            value: v.is_secret ? "" : v.value,
+                            is_secret: v.is_secret,
+                            allow_in_scripts: v.allow_in_scripts,
+                          })
+                        }
+                      >
+                        Edit
+                      </button>
+                      <RowButton
+                        label="Delete"
+                        name={`Delete ${v.name}`}
+                        kind="danger"
+                        onClick={() => confirm.ask(v)}
+                      />
+                    </div>
                   </td>
                 )}
               </tr>
@@ -164,9 +166,10 @@ export function VariablesSection() {
           </label>
           {draft.allow_in_scripts && (
             <p className="warning" role="note">
-              A script job that lists this variable gets its value as an environment variable.
-              Script code can print or send it anywhere, and anyone with jobs:script can write such
-              a script: only allow values you are ready to hand to those authors.
+              A script job that names this secret (which needs jobs:script and globalvars:write)
+              gets its value as GLOBALVAR_{draft.name.toUpperCase() || "NAME"}. The script can print
+              or send it anywhere; Zilean masks it only in what it records. Plain variables reach
+              every script whether or not this is ticked.
             </p>
           )}
           <div className="row">
