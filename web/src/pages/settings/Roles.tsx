@@ -70,7 +70,7 @@ export function RolesSection() {
   const [description, setDescription] = useState("");
   const confirm = usePendingConfirm<Role>(
     (role) =>
-      `Delete the role ${role.name}: its users and tokens lose the permissions it gave them at their next request. It cannot be undone; create the role again and re-assign it instead.`,
+      `Delete the role ${role.name}. It is refused while a user or token still holds it. It cannot be undone; create the role again instead.`,
     "Delete role",
     (role) => {
       void run(
