@@ -331,6 +331,9 @@ def queue_inspector_retry(page: Page, base: str, target: HttpTarget) -> None:
     entries = page.request.get(f"{base}/api/audit-log?action=queue_job.retry").json()["entries"]
     assert [(e["resource_id"], e["before"]["job_id"]) for e in entries] == [(queue_job_id, job_id)]
     assert_no_horizontal_overflow(page, "queue inspector at 1280 px")
+    page.set_viewport_size(PHONE)
+    assert_no_horizontal_overflow(page, "queue inspector at 390 px")
+    page.set_viewport_size(DESKTOP)
 
 
 LARGE_LIST = 10_000

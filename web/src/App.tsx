@@ -6,6 +6,8 @@ import { JobWizard } from "./pages/JobWizard";
 import { JobDetail } from "./pages/JobDetail";
 import { ImportJobs } from "./pages/ImportJobs";
 import { QueueInspector } from "./pages/QueueInspector";
+import { Monitoring } from "./pages/Monitoring";
+import { Settings } from "./pages/Settings";
 import { Link, matchRoute, useLocation } from "./router";
 import { allows, SessionContext } from "./session";
 import { Notice } from "./components/States";
@@ -53,6 +55,8 @@ export function App() {
           <Link to="/">Jobs</Link>
           <Link to="/jobs/import">Import</Link>
           {allows(me, "jobs:write") && <Link to="/queue">Queue</Link>}
+          {allows(me, "metrics:read") && <Link to="/monitoring">Monitoring</Link>}
+          <Link to="/settings">Settings</Link>
           <a href="/account">Account</a>
         </nav>
         <span className="who">{me.email}</span>
@@ -64,6 +68,8 @@ export function App() {
         {route.page === "job" && <JobDetail key={route.id} jobId={route.id} />}
         {route.page === "import" && <ImportJobs />}
         {route.page === "queue" && <QueueInspector />}
+        {route.page === "monitoring" && <Monitoring />}
+        {route.page === "settings" && <Settings section={route.section} />}
         {route.page === "missing" && (
           <Notice kind="empty" text="There is no page at this address." />
         )}

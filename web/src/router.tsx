@@ -51,6 +51,8 @@ export type Route =
   | { page: "job"; id: string }
   | { page: "import" }
   | { page: "queue" }
+  | { page: "monitoring" }
+  | { page: "settings"; section: string }
   | { page: "missing" };
 
 export function matchRoute(pathname: string): Route {
@@ -58,6 +60,10 @@ export function matchRoute(pathname: string): Route {
   if (pathname === "/jobs/new") return { page: "new" };
   if (pathname === "/jobs/import") return { page: "import" };
   if (pathname === "/queue") return { page: "queue" };
+  if (pathname === "/monitoring") return { page: "monitoring" };
+  if (pathname === "/settings") return { page: "settings", section: "account" };
+  const settings = /^\/settings\/([a-z]+)$/.exec(pathname);
+  if (settings?.[1]) return { page: "settings", section: settings[1] };
   const edit = /^\/jobs\/([0-9a-f-]{36})\/edit$/.exec(pathname);
   if (edit?.[1]) return { page: "edit", id: edit[1] };
   const job = /^\/jobs\/([0-9a-f-]{36})$/.exec(pathname);

@@ -28,6 +28,9 @@ CLIENT_ROUTES = (
     "/jobs/{job_id}",
     "/jobs/{job_id}/edit",
     "/queue",
+    "/monitoring",
+    "/settings",
+    "/settings/{section}",
 )
 NOT_BUILT = (
     "<!doctype html><title>Zilean</title><h1>The admin app is not built</h1>"

@@ -6,13 +6,14 @@ import { localTime, zoneTime } from "../format";
 import { Link, navigate } from "../router";
 import { usePermission } from "../session";
 import { groupRuns, runState } from "./runs";
+import { JobAlarms } from "./JobAlarms";
 import { state } from "./JobsList";
 
 const CALLS_POLL_MS = 3_000;
 const WINDOWS: Record<string, { since: string; buckets: number }> = {
   "1 hour": { since: "1h", buckets: 60 },
   "24 hours": { since: "24h", buckets: 48 },
-  "7 days": { since: "7d", buckets: 56 },
+  "7 days": { since: "168h", buckets: 56 },
 };
 
 function outcome(call: CallEntry): string {
@@ -103,6 +104,7 @@ export function JobDetail(props: { jobId: string }) {
   const [calls, setCalls] = useState<CallEntry[] | null>(null);
   const [callsError, setCallsError] = useState<string | null>(null);
   const [activity, setActivity] = useState<Schemas["JobActivity"] | null>(null);
+  const [activityError, setActivityError] = useState<string | null>(null);
   const [windowName, setWindowName] = useState("24 hours");
   const [error, setError] = useState<string | null>(null);
   const [message, setMessage] = useState<string | null>(null);
@@ -156,8 +158,11 @@ export function JobDetail(props: { jobId: string }) {
   useEffect(() => {
     const chosen = WINDOWS[windowName] ?? { since: "24h", buckets: 48 };
     api("get", "/api/jobs/{job_id}/activity", { params: { job_id: props.jobId }, query: chosen })
-      .then(setActivity)
-      .catch(() => setActivity(null));
+      .then((read) => {
+        setActivity(read);
+        setActivityError(null);
+      })
+      .catch((failure: unknown) => setActivityError(errorText(failure)));
   }, [props.jobId, windowName, calls?.length]);
 
   async function act(what: () => Promise<unknown>, done: string) {
@@ -313,11 +318,14 @@ export function JobDetail(props: { jobId: string }) {
             </select>
           </label>
         </div>
-        {activity ? (
+        {activityError ? (
+          <Notice kind="error" text={`Activity could not be read: ${activityError}`} />
+        ) : activity ? (
           <Chart activity={activity} />
         ) : (
           <Notice kind="loading" text="Loading activity…" />
         )}
+        <JobAlarms jobId={props.jobId} />
       </section>
 
       <section aria-label="Calls">
