@@ -410,6 +410,23 @@ def every_page_at_both_widths(page: Page, base: str) -> None:
         page.set_viewport_size(DESKTOP)
 
 
+def sign_out_elsewhere(admin: Page, base: str, browser: Browser) -> None:
+    """Account: one click ends the admin's session in another browser, not this one."""
+    elsewhere_context: Any = browser.new_context(viewport=DESKTOP)  # type: ignore[arg-type]
+    elsewhere = elsewhere_context.new_page()
+    sign_in(elsewhere, base, ADMIN)
+    expect(elsewhere.get_by_role("heading", name="Jobs", exact=True)).to_be_visible()
+    admin.goto(f"{base}/settings/account")
+    admin.get_by_role("button", name="Sign out everywhere else").click()
+    admin.get_by_role("button", name="Sign out other sessions").click()
+    expect(admin.get_by_text("Signed out 1 other session.")).to_be_visible()
+    elsewhere.goto(f"{base}/")
+    expect(elsewhere).to_have_url(re.compile(r"/login"))
+    admin.reload()
+    expect(admin.get_by_role("heading", name="Account")).to_be_visible()
+    elsewhere_context.close()
+
+
 def drive(browser: Browser, base: str, target: HttpTarget, mail: MailServer) -> None:
     admin = browser.new_page(viewport=DESKTOP)  # type: ignore[arg-type]
     sign_in(admin, base, ADMIN)
@@ -429,6 +446,7 @@ def drive(browser: Browser, base: str, target: HttpTarget, mail: MailServer) -> 
     job_alarm(admin, base, job_id)
     retention(admin, base)
     disable_and_reset(admin, base, newbie)
+    sign_out_elsewhere(admin, base, browser)
     every_page_at_both_widths(admin, base)
 
 

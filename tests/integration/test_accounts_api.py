@@ -16,6 +16,7 @@ from tests.support.api import (
     INVALID_TOKEN,
     PASSWORD_CHANGE_REQUIRED,
     READ_ONLY_KEYS,
+    audit_rows,
     create_user,
     served_client,
 )
@@ -194,6 +195,29 @@ async def test_a_password_change_ends_the_callers_other_sessions_only(
     assert changed.status_code == 204
     assert still_here.status_code == 200
     assert (ended.status_code, ended.headers["location"]) == (302, "/login")
+
+
+async def test_signing_out_elsewhere_ends_every_other_session_and_is_audited(
+    core_app: FastAPI, engine: AsyncEngine, cast: Cast
+) -> None:
+    others = [await sign_in_directly(engine, cast.carol.user_id) for _ in range(2)]
+    bystander = await sign_in_directly(engine, cast.alice.user_id)
+    async with client_for(core_app, cast.carol.session) as carol:
+        signed_out = await carol.post("/api/account/sign-out-others")
+        still_here = await carol.get("/api/account/me")
+        again = await carol.post("/api/account/sign-out-others")
+    for session in others:
+        async with client_for(core_app, session) as elsewhere:
+            ended = await elsewhere.get("/api/account/me")
+        assert (ended.status_code, ended.headers["location"]) == (302, "/login")
+    async with client_for(core_app, bystander) as alice:
+        assert (await alice.get("/api/account/me")).status_code == 200
+    assert (signed_out.status_code, signed_out.json()) == (200, {"ended": 2})
+    assert still_here.status_code == 200
+    assert again.json() == {"ended": 0}
+    rows = [row for row in await audit_rows(engine) if row["action"] == "account.sign_out_others"]
+    assert [row["after"] for row in rows] == [{"sessions_ended": 2}, {"sessions_ended": 0}]
+    assert {str(row["actor_user_id"]) for row in rows} == {str(cast.carol.user_id)}
 
 
 @pytest.mark.parametrize(

@@ -26,6 +26,7 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("GET", "/api/meta"): "public",
     ("GET", "/api/account/me"): "signed-in",
     ("POST", "/api/account/change-password"): "signed-in",
+    ("POST", "/api/account/sign-out-others"): "signed-in",
     ("GET", "/api/users"): "users:read",
     ("POST", "/api/users"): "users:write",
     ("PATCH", "/api/users/{user_id}"): "users:write",
@@ -114,7 +115,11 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("DELETE", "/api/script-volumes/{name}"): "scriptvolumes:write",
 }
 # The only routes a user who must change their password may still call.
-PASSWORD_CHANGE_ROUTES = {("GET", "/api/account/me"), ("POST", "/api/account/change-password")}
+PASSWORD_CHANGE_ROUTES = {
+    ("GET", "/api/account/me"),
+    ("POST", "/api/account/change-password"),
+    ("POST", "/api/account/sign-out-others"),
+}
 
 ROLE_BODY = {"name": "Deployers", "permissions": []}
 VARIABLE_BODY = {"name": "REGION", "value": "eu", "is_secret": False, "allow_in_scripts": False}

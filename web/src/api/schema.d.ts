@@ -44,6 +44,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/account/sign-out-others": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Sign Out Others
+         * @description Sign out every other session of yours (other browsers and devices); the one making
+         *     this request stays signed in. API tokens are not sessions: revoke those apart.
+         *     Audited as `account.sign_out_others`.
+         */
+        post: operations["sign_out_other_sessions"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/audit-log": {
         parameters: {
             query?: never;
@@ -3355,6 +3377,14 @@ export interface components {
              */
             window_start: string;
         };
+        /** SessionsEnded */
+        SessionsEnded: {
+            /**
+             * Ended
+             * @description How many of your other sessions were signed out.
+             */
+            ended: number;
+        };
         /** SmtpTest */
         SmtpTest: {
             /** @description Unsaved settings to test instead. */
@@ -3797,6 +3827,43 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["AccountView"];
+                };
+            };
+            /** @description No valid session and no bearer token: a redirect to `/login`. */
+            302: {
+                headers: {
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request was refused: `error` says why, naming the field at fault. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    sign_out_other_sessions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionsEnded"];
                 };
             };
             /** @description No valid session and no bearer token: a redirect to `/login`. */

@@ -1,4 +1,4 @@
-"""The caller's own account: identity, permissions and password."""
+"""The caller's own account: identity, permissions, password and sessions."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ from pydantic import Field
 
 from zilean.api.access import actor_of, signed_in
 from zilean.api.responses import ResponseModel
+from zilean.audit.log import record
 from zilean.auth.permissions import Permission
 from zilean.auth.principal import Principal
-from zilean.auth.sessions import SESSION_COOKIE
+from zilean.auth.sessions import SESSION_COOKIE, revoke_user_sessions
 from zilean.auth.users import change_own_password
 from zilean.input_models import StrictInput
 
@@ -63,3 +64,27 @@ async def change_password(body: PasswordChange, request: Request, principal: Cal
             keep_session=request.cookies.get(SESSION_COOKIE),
         )
     return Response(status_code=204)
+
+
+class SessionsEnded(ResponseModel):
+    ended: int = Field(description="How many of your other sessions were signed out.")
+
+
+@router.post("/sign-out-others", operation_id="sign_out_other_sessions")
+async def sign_out_others(request: Request, principal: Caller) -> SessionsEnded:
+    """Sign out every other session of yours (other browsers and devices); the one making
+    this request stays signed in. API tokens are not sessions: revoke those apart.
+    Audited as `account.sign_out_others`."""
+    async with request.app.state.engine.begin() as conn:
+        ended = await revoke_user_sessions(
+            conn, principal.user_id, keep=request.cookies.get(SESSION_COOKIE)
+        )
+        await record(
+            conn,
+            actor_of(request, principal),
+            "account.sign_out_others",
+            "user",
+            principal.user_id,
+            after={"sessions_ended": ended},
+        )
+    return SessionsEnded(ended=ended)
