@@ -33,68 +33,73 @@ function snippet(call: CallEntry): string {
   return "";
 }
 
+type Bucket = Schemas["JobActivity"]["buckets"][number];
+
+/** One series drawn behind another (total and failed calls, slowest and average latency),
+ * each bar scaled to `most`. */
+function PairedBars(props: {
+  caption: string;
+  label: string;
+  buckets: Bucket[];
+  most: number;
+  back: (b: Bucket) => number;
+  front: (b: Bucket) => number;
+  classes: [string, string];
+}) {
+  const { buckets, most, back, front, classes } = props;
+  const bar = (i: number, value: number, className: string) => (
+    <rect
+      x={i * 6}
+      y={60 - (value / most) * 60}
+      width={5}
+      height={(value / most) * 60}
+      className={className}
+    />
+  );
+  return (
+    <figure>
+      <figcaption>{props.caption}</figcaption>
+      <svg
+        viewBox={`0 0 ${buckets.length * 6} 60`}
+        role="img"
+        aria-label={props.label}
+        preserveAspectRatio="none"
+      >
+        {buckets.map((b, i) => (
+          <g key={b.bucket_start}>
+            {bar(i, back(b), classes[0])}
+            {bar(i, front(b), classes[1])}
+          </g>
+        ))}
+      </svg>
+    </figure>
+  );
+}
+
 function Chart(props: { activity: Schemas["JobActivity"] }) {
   const buckets = props.activity.buckets;
   const most = Math.max(1, ...buckets.map((b) => b.total));
   const slowest = Math.max(1, ...buckets.map((b) => b.duration_ms_max));
   return (
     <div className="charts">
-      <figure>
-        <figcaption>Calls per bucket (red: failed)</figcaption>
-        <svg
-          viewBox={`0 0 ${buckets.length * 6} 60`}
-          role="img"
-          aria-label="Call volume"
-          preserveAspectRatio="none"
-        >
-          {buckets.map((b, i) => (
-            <g key={b.bucket_start}>
-              <rect
-                x={i * 6}
-                y={60 - (b.total / most) * 60}
-                width={5}
-                height={(b.total / most) * 60}
-                className="bar-ok"
-              />
-              <rect
-                x={i * 6}
-                y={60 - (b.failed / most) * 60}
-                width={5}
-                height={(b.failed / most) * 60}
-                className="bar-failed"
-              />
-            </g>
-          ))}
-        </svg>
-      </figure>
-      <figure>
-        <figcaption>Latency, average and slowest (longest {slowest} ms)</figcaption>
-        <svg
-          viewBox={`0 0 ${buckets.length * 6} 60`}
-          role="img"
-          aria-label="Call latency"
-          preserveAspectRatio="none"
-        >
-          {buckets.map((b, i) => (
-            <g key={b.bucket_start}>
-              <rect
-                x={i * 6}
-                y={60 - (b.duration_ms_max / slowest) * 60}
-                width={5}
-                height={(b.duration_ms_max / slowest) * 60}
-                className="bar-max"
-              />
-              <rect
-                x={i * 6}
-                y={60 - (b.duration_ms_avg / slowest) * 60}
-                width={5}
-                height={(b.duration_ms_avg / slowest) * 60}
-                className="bar-avg"
-              />
-            </g>
-          ))}
-        </svg>
-      </figure>
+      <PairedBars
+        caption="Calls per bucket (red: failed)"
+        label="Call volume"
+        buckets={buckets}
+        most={most}
+        back={(b) => b.total}
+        front={(b) => b.failed}
+        classes={["bar-ok", "bar-failed"]}
+      />
+      <PairedBars
+        caption={`Latency, average and slowest (longest ${slowest} ms)`}
+        label="Call latency"
+        buckets={buckets}
+        most={slowest}
+        back={(b) => b.duration_ms_max}
+        front={(b) => b.duration_ms_avg}
+        classes={["bar-max", "bar-avg"]}
+      />
     </div>
   );
 }
