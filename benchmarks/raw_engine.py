@@ -49,8 +49,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from zilean.db.urls import libpq_url
-from zilean.queue_engine.consumer import batch_and_capacity, engine_settings
 from zilean.queue_engine.statements import LOG_TABLE, QUEUE_TABLE, channel_for
+from zilean.queue_engine.stock import batch_and_capacity, engine_settings
 
 ENTRYPOINT = "bench-raw"
 ENQUEUE_CONNECTIONS = 4  # the scheduler's FIRE_CONCURRENCY: firing transactions in flight

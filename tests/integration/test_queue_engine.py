@@ -17,7 +17,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
-import pytest
 from pgqueuer.adapters.persistence.qb import (
     QueryBuilderEnvironment,
     QueryQueueBuilder,
@@ -31,13 +30,7 @@ from tests.support.queue_engine import consuming, strand
 from zilean.db.engine import driver_connection
 from zilean.db.urls import libpq_url
 from zilean.execution.hot_path import HotConnections
-from zilean.queue_engine.consumer import (
-    Delivery,
-    QueueConsumer,
-    RetryLater,
-    batch_and_capacity,
-    engine_settings,
-)
+from zilean.queue_engine.consumer import Delivery, QueueConsumer, RetryLater
 from zilean.queue_engine.driver import ResilientDriver
 from zilean.queue_engine.statements import (
     NewQueueJob,
@@ -48,6 +41,7 @@ from zilean.queue_engine.statements import (
     queue_jobs,
     unfinished,
 )
+from zilean.queue_engine.stock import engine_settings
 
 
 class Recorder:
@@ -417,21 +411,6 @@ async def test_stopping_drains_then_hands_over_what_still_runs_without_finishing
         rows = await queue_jobs(await driver_connection(conn))
     assert [(row["id"], row["status"]) for row in rows] == [(stuck, "picked")]
     assert quick < stuck
-
-
-@pytest.mark.parametrize(
-    ("concurrency", "batch", "capacity"),
-    [
-        (1, 1, 2),  # PgQueuer's cap must be twice the batch: one job waits its turn
-        (2, 1, 2),
-        (5, 2, 5),
-        (20, 10, 20),
-    ],
-)
-def test_batch_and_capacity_follow_the_concurrency(
-    concurrency: int, batch: int, capacity: int
-) -> None:
-    assert batch_and_capacity(concurrency) == (batch, capacity)
 
 
 async def test_a_consumer_with_concurrency_one_runs_one_job_at_a_time(

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Mapping
 from typing import Any
 
 import psycopg
@@ -27,6 +28,8 @@ from zilean.db.deadline import deadline
 from zilean.db.direct import connect
 
 log = structlog.get_logger(__name__)
+
+Params = Mapping[str, Any] | tuple[Any, ...]
 
 STATEMENT_TIMEOUT = 5.0  # seconds; both statements normally take about a millisecond
 
@@ -41,24 +44,33 @@ class HotConnections:
         max_size: int,
         statement_timeout: float = STATEMENT_TIMEOUT,
         lock_timeout: float | None = None,
+        synchronous_commit: bool = True,
         application_name: str = "zilean-worker",
     ) -> None:
-        """`lock_timeout` (seconds) bounds how long a statement waits for a row lock."""
+        """`lock_timeout` (seconds) bounds how long a statement waits for a row lock;
+        `synchronous_commit` off lets commits return before the disk has them (see
+        `db/direct.py`)."""
         self._database_url = database_url
         self._lock_timeout = lock_timeout
+        self._synchronous_commit = synchronous_commit
         self._slots = asyncio.Semaphore(max_size)
         self._idle: list[psycopg.AsyncConnection[Any]] = []
         self._statement_timeout = statement_timeout
         self._application_name = application_name
         self.statements_sent = 0  # for tests: the hot path's own round-trips
 
-    async def fetch_first(self, sql: str, params: dict[str, Any]) -> dict[str, Any] | None:
+    async def fetch_first(self, sql: str, params: Params) -> dict[str, Any] | None:
         """Send `sql`; return its first row (see `fetch_all`)."""
         rows = await self.fetch_all(sql, params)
         return rows[0] if rows else None
 
-    async def fetch_all(self, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    async def fetch_all(self, sql: str, params: Params) -> list[dict[str, Any]]:
         """Send `sql`; return its rows. Once more on a fresh connection if it died.
+
+        `params` is a mapping for `%(name)s` placeholders, or a tuple for `$1`-style ones,
+        which psycopg sends as written: a long statement's `%(name)s` placeholders are
+        parsed again on every execution (psycopg caches only short ones), so the batched
+        statements, sent hundreds of times a second, use `$1`.
 
         Raise `psycopg.OperationalError` when the database cannot be reached.
         """
@@ -67,7 +79,11 @@ class HotConnections:
                 conn = self._idle.pop() if self._idle else await self._connect()
                 try:
                     with deadline(conn, self._statement_timeout) as guard:
-                        cursor = conn.cursor(row_factory=dict_row)
+                        cursor: psycopg.AsyncCursor[dict[str, Any]] = (
+                            psycopg.AsyncRawCursor(conn, row_factory=dict_row)
+                            if isinstance(params, tuple)
+                            else conn.cursor(row_factory=dict_row)
+                        )
                         self.statements_sent += 1
                         await cursor.execute(sql, params)
                         rows = await cursor.fetchall()
@@ -107,6 +123,7 @@ class HotConnections:
             self._database_url,
             application_name=self._application_name,
             lock_timeout=self._lock_timeout,
+            synchronous_commit=self._synchronous_commit,
         )
 
 

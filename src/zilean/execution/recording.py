@@ -26,6 +26,7 @@ a statement may change a row only once.
 from __future__ import annotations
 
 import base64
+import json
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -119,12 +120,10 @@ _VARIABLES = """       (SELECT coalesce(jsonb_agg(jsonb_build_object(
 # The column list is the constant above, not input: S608 does not apply.
 LOAD = f"""
 WITH input AS MATERIALIZED (
-    SELECT * FROM unnest(
-        %(job_ids)s::uuid[], %(queue_job_ids)s::bigint[], %(lock_keys)s::text[],
-        %(attempts)s::int[], %(max_attempts)s::int[], %(triggers)s::text[],
-        %(pool_indexes)s::int[], %(loop_iterations)s::int[], %(due)s::timestamptz[]
-    ) WITH ORDINALITY AS i(job_id, queue_job_id, lock_key, attempt, max_attempts, trigger,
-                           pool_index, loop_iteration, scheduled_at, ord)
+    SELECT * FROM jsonb_to_recordset($1::jsonb) AS i(
+        ord int, job_id uuid, queue_job_id bigint, lock_key text, attempt int,
+        max_attempts int, trigger text, pool_index int, loop_iteration int,
+        scheduled_at timestamptz)
 ),
 -- The statement waits for job rows: the start markers' foreign keys share-lock them
 -- (which only FOR UPDATE conflicts with: a firing, the reconciler, a delete), and a skip
@@ -291,19 +290,24 @@ class AttemptToLoad:
     due_at: datetime | None
 
 
-def _load_params(batch: Sequence[AttemptToLoad]) -> dict[str, Any]:
-    args = [item.args for item in batch]
-    return {
-        "job_ids": [uuid.UUID(arg.job_id) for arg in args],
-        "queue_job_ids": [item.queue_job_id for item in batch],
-        "lock_keys": [_lock_key(arg.pool_index) for arg in args],
-        "attempts": [arg.attempt for arg in args],
-        "max_attempts": [arg.max_attempts for arg in args],
-        "triggers": [str(arg.trigger) for arg in args],
-        "pool_indexes": [arg.pool_index for arg in args],
-        "loop_iterations": [arg.loop_iteration for arg in args],
-        "due": [item.due_at for item in batch],
-    }
+def _load_params(batch: Sequence[AttemptToLoad]) -> str:
+    return json.dumps(
+        [
+            {
+                "ord": ord,
+                "job_id": item.args.job_id,
+                "queue_job_id": item.queue_job_id,
+                "lock_key": _lock_key(item.args.pool_index),
+                "attempt": item.args.attempt,
+                "max_attempts": item.args.max_attempts,
+                "trigger": str(item.args.trigger),
+                "pool_index": item.args.pool_index,
+                "loop_iteration": item.args.loop_iteration,
+                "scheduled_at": None if item.due_at is None else item.due_at.isoformat(),
+            }
+            for ord, item in enumerate(batch, start=1)
+        ]
+    )
 
 
 async def _load_one(hot: HotConnections, item: AttemptToLoad) -> LoadedJob | None:
@@ -421,15 +425,10 @@ def one_off_completion(row: Mapping[str, Any], trigger: str) -> OneOffAfterRun |
 
 RECORD = f"""
 WITH input AS MATERIALIZED (
-    SELECT * FROM unnest(
-        %(queue_job_ids)s::bigint[], %(job_ids)s::uuid[], %(states)s::text[],
-        %(durations)s::int[], %(errors)s::text[], %(last_calls)s::jsonb[],
-        %(lock_keys)s::text[], %(releases)s::bool[], %(disables)s::bool[],
-        %(next_queues)s::text[], %(next_payloads)s::bytea[], %(next_priorities)s::int[],
-        %(next_delays)s::int[]
-    ) WITH ORDINALITY AS i(queue_job_id, job_id, state, duration_ms, error, last_call,
-                           lock_key, release, disable, next_queue, next_payload,
-                           next_priority, next_delay_ms, ord)
+    SELECT * FROM jsonb_to_recordset($1::jsonb) AS i(
+        ord int, queue_job_id bigint, job_id uuid, state text, duration_ms int, error text,
+        last_call jsonb, lock_key text, release bool, disable bool, next_queue text,
+        next_payload text, next_priority int, next_delay_ms int)
 ),
 -- The batch's job rows first, in id order, waiting at most `BATCH_LOCK_TIMEOUT` (see
 -- `LOAD`); every statement of ours takes job rows before stats rows, and stats rows in
@@ -494,7 +493,8 @@ counters AS (
      WHERE job.id = per_job.job_id
 ),
 continuations AS (
-    SELECT next_queue, next_payload, next_priority, next_delay_ms
+    SELECT next_queue, convert_to(next_payload, 'UTF8') AS next_payload, next_priority,
+           next_delay_ms
       FROM recorded WHERE next_queue IS NOT NULL
 ),{CONTINUATION_CTES}
 SELECT input.ord, CASE WHEN history.queue_job_id IS NULL THEN NULL ELSE now() END
@@ -590,25 +590,27 @@ class AttemptToRecord:
     continuation: Continuation | None
 
 
-def _record_params(batch: Sequence[AttemptToRecord]) -> dict[str, Any]:
-    records = [item.record for item in batch]
-    follows = [item.continuation for item in batch]
+def _record_params(batch: Sequence[AttemptToRecord]) -> str:
+    return json.dumps([_recorded_item(ord, item) for ord, item in enumerate(batch, start=1)])
+
+
+def _recorded_item(ord: int, item: AttemptToRecord) -> dict[str, Any]:
+    record, follows = item.record, item.continuation
     return {
-        "queue_job_ids": [record.queue_job_id for record in records],
-        "job_ids": [record.job_id for record in records],
-        "states": [str(record.state) for record in records],
-        "durations": [record.duration_ms for record in records],
-        "errors": [record.error for record in records],
-        "last_calls": [
-            None if record.last_call is None else Jsonb(record.last_call) for record in records
-        ],
-        "lock_keys": [_lock_key(record.args.pool_index) for record in records],
-        "releases": [item.ending.release for item in batch],
-        "disables": [item.ending.one_off is OneOffAfterRun.KEEP for item in batch],
-        "next_queues": [None if next is None else next.queue for next in follows],
-        "next_payloads": [None if next is None else next.args.to_payload() for next in follows],
-        "next_priorities": [None if next is None else next.args.priority for next in follows],
-        "next_delays": [None if next is None else next.delay_ms for next in follows],
+        "ord": ord,
+        "queue_job_id": record.queue_job_id,
+        "job_id": record.args.job_id,
+        "state": str(record.state),
+        "duration_ms": record.duration_ms,
+        "error": record.error,
+        "last_call": record.last_call,
+        "lock_key": _lock_key(record.args.pool_index),
+        "release": item.ending.release,
+        "disable": item.ending.one_off is OneOffAfterRun.KEEP,
+        "next_queue": None if follows is None else follows.queue,
+        "next_payload": None if follows is None else follows.args.to_payload().decode(),
+        "next_priority": None if follows is None else follows.args.priority,
+        "next_delay_ms": None if follows is None else follows.delay_ms,
     }
 
 
@@ -653,7 +655,7 @@ async def _send(
     *,
     one: Callable[[HotConnections, Item], Awaitable[Result | None]],
     sql: str,
-    params: Callable[[Sequence[Item]], dict[str, Any]],
+    params: Callable[[Sequence[Item]], str],
     result: Callable[[Mapping[str, Any]], Result],
 ) -> list[Result | None]:
     """Send a lone item's own statement, or `sql` for the whole batch, whose rows carry
@@ -662,7 +664,7 @@ async def _send(
     if len(batch) == 1:
         return [await one(single, batch[0])]
     try:
-        rows = await batched.fetch_all(sql, params(batch))
+        rows = await batched.fetch_all(sql, (params(batch),))
     except psycopg.errors.LockNotAvailable:
         return [await one(single, item) for item in batch]
     results: list[Result | None] = [None] * len(batch)
@@ -697,12 +699,28 @@ class AttemptStatements:
         max_batch: int = MAX_BATCH,
         max_in_flight: int = STATEMENTS_IN_FLIGHT,
     ) -> None:
-        # Both kinds may run lone statements at once, plus a one-off's delete.
-        self.singles = HotConnections(database_url, max_size=2 * max_in_flight + 1)
+        # Lone loads, plus the rare statements (a one-off's delete, a release, the outbox).
+        self.singles = HotConnections(database_url, max_size=max_in_flight + 2)
         self.batches = HotConnections(
-            database_url, max_size=2 * max_in_flight, lock_timeout=BATCH_LOCK_TIMEOUT
+            database_url, max_size=max_in_flight, lock_timeout=BATCH_LOCK_TIMEOUT
+        )
+        # Recordings commit without waiting for the disk. Safe because the start marker
+        # is durable: a recording that a Postgres crash loses leaves its `running` row and
+        # its queue job claimed, so the job comes back and is recorded as lost, its call
+        # never made again; and the next start marker's commit makes every recording
+        # before it durable too (WAL is written in order). Under load that halves the
+        # waits for the disk (docs/faults.md).
+        self.recording_singles = HotConnections(
+            database_url, max_size=max_in_flight, synchronous_commit=False
+        )
+        self.recording_batches = HotConnections(
+            database_url,
+            max_size=max_in_flight,
+            lock_timeout=BATCH_LOCK_TIMEOUT,
+            synchronous_commit=False,
         )
         singles, batches = self.singles, self.batches
+        recording_singles, recording_batches = self.recording_singles, self.recording_batches
         self.loads: StatementBatcher[AttemptToLoad, LoadedJob | None] = StatementBatcher(
             lambda batch: _send(
                 singles,
@@ -718,8 +736,8 @@ class AttemptStatements:
         )
         self.records: StatementBatcher[AttemptToRecord, datetime | None] = StatementBatcher(
             lambda batch: _send(
-                singles,
-                batches,
+                recording_singles,
+                recording_batches,
                 batch,
                 one=_record_one,
                 sql=RECORD,
@@ -733,11 +751,15 @@ class AttemptStatements:
     @property
     def statements_sent(self) -> int:
         """For tests: the round-trips the hot path made."""
-        return self.singles.statements_sent + self.batches.statements_sent
+        return sum(pool.statements_sent for pool in self._pools)
+
+    @property
+    def _pools(self) -> tuple[HotConnections, ...]:
+        return (self.singles, self.batches, self.recording_singles, self.recording_batches)
 
     async def close(self) -> None:
-        await self.singles.close()
-        await self.batches.close()
+        for pool in self._pools:
+            await pool.close()
 
     async def load(
         self, args: AttemptArgs, queue_job_id: int, due_at: datetime | None

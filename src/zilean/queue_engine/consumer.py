@@ -1,26 +1,39 @@
-"""One queue's consumer: PgQueuer's worker, supervised, waking exactly when work is due.
+"""One queue's consumer: claims due queue jobs in batches, runs their handlers, settles them.
 
-`QueueConsumer.run` drives a PgQueuer `QueueManager` for one queue (one entrypoint)
-and hands each queue job to an engine-neutral handler as a `Delivery`. Around it:
+`QueueConsumer.run` works PgQueuer's tables with statements of its own (`statements.py`)
+and hands each queue job to an engine-neutral handler as a `Delivery`. PgQueuer's
+`QueueManager` is not used: per batch it sends a dequeue, a due-time probe, completion
+and heartbeat writes of its own, and builds a pydantic model and a few tasks per job,
+which cost the worker more than the attempt's own statements (docs/performance.md).
+Here each turn is one statement (`statements.CLAIM`):
 
-- **Timing.** PgQueuer 1.6 waits at least 100 ms before a job it knows is due sooner,
-  and never wakes for a crashed worker's job until its 30 s poll. `_DueTimeManager`
-  asks one question instead (`statements.NEXT_DUE`) and sleeps exactly until the next
-  job falls due or the oldest claim goes stale; notifications (inserts, re-queues and
-  completions on this queue only) wake it before that.
+- **Claiming and settling together.** A turn writes the ends of the handlers that
+  finished since the last one (finished jobs deleted, failed ones held, each logged)
+  and claims as many due jobs as there are free slots, a crashed worker's stale claims
+  included. A handler that ends frees a slot and starts the next turn, so under load
+  completions ride on claims, and the handlers of one batch, which tend to end together,
+  settle together.
+- **Timing.** A turn that claims fewer jobs than it asked for also says when the next job
+  falls due and when the oldest other claim goes stale; the consumer sleeps exactly that
+  long. Notifications of inserts and re-queues on this queue only (revision 0009's
+  triggers) wake it before that; those of deletions are ignored (nothing becomes due).
+- **Heartbeats.** One statement every `heartbeat_timeout / 3` refreshes every running
+  claim, so no other worker re-picks a job that still runs however long it takes.
 - **Connections.** `ResilientDriver` replaces any connection that breaks, re-attaches
-  LISTEN, and severs half-open ones; PgQueuer itself never sees a connection fault.
-- **Supervision.** A `QueueManager` that ends anyway (a bug, an unexpected error) is
-  replaced after `RESTART_BACKOFF`; only `stop` ends the consumer.
-- **Stopping.** On `stop` no new job is taken and running ones get `soft_stop` seconds.
-  Those still running then are handed to `on_overrun` (the attempt runner records them
-  as interrupted), and the driver is cut off before PgQueuer can mark them finished:
-  their rows stay claimed, so whichever worker re-picks them after the heartbeat
-  timeout finds the record, or records them as lost. Nothing is deleted unrecorded.
+  LISTEN, and severs half-open ones; a turn never sees a connection fault.
+- **Supervision.** A turn that fails anyway (a bug, a schema that is not there) ends the
+  loop, which is replaced after `RESTART_BACKOFF`; running handlers keep running, and
+  their ends are written by the next loop. Only `stop` ends the consumer.
+- **Stopping.** On `stop` no new job is claimed and running ones get `soft_stop`
+  seconds; the ends of those that finish are written. Those still running then are
+  handed to `on_overrun` (the attempt runner records them as interrupted), and the
+  driver is cut off before their ends could be written: their rows stay claimed, so
+  whichever worker re-picks them after the heartbeat timeout finds the record, or
+  records them as lost. Nothing is deleted unrecorded.
 
-Delivery is at least once: PgQueuer re-picks a job whose heartbeat is older than
-`HEARTBEAT_TIMEOUT`, whatever happened to the worker that held it. The handler must
-recognise a job it has seen (the attempt runner does, by its start marker).
+Delivery is at least once: a job whose claim is older than `heartbeat_timeout` without a
+heartbeat is claimed again, whatever happened to the worker that held it. The handler
+must recognise a job it has seen (the attempt runner does, by its start marker).
 """
 
 from __future__ import annotations
@@ -28,28 +41,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
+import traceback
+import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from datetime import datetime, timedelta
+from datetime import UTC, datetime
 
 import structlog
-from pgqueuer.adapters.persistence.qb import (
-    DBSettings,
-    QueryBuilderEnvironment,
-    QueryQueueBuilder,
-    QuerySchedulerBuilder,
-)
-from pgqueuer.adapters.persistence.queries import Queries
-from pgqueuer.core.qm import QueueManager
-from pgqueuer.domain import models
-from pgqueuer.domain.errors import RetryRequested
-from pgqueuer.domain.types import Channel
 
 from zilean.queue_engine.driver import ResilientDriver
 from zilean.queue_engine.statements import (
-    LOG_TABLE,
-    NEXT_DUE,
-    QUEUE_TABLE,
-    STATISTICS_TABLE,
+    CLAIM,
+    ENDED_FAILED,
+    ENDED_FINISHED,
+    HEARTBEAT,
+    RETRY,
     channel_for,
 )
 
@@ -57,7 +63,7 @@ log = structlog.get_logger(__name__)
 
 HEARTBEAT_TIMEOUT = 10.0  # seconds without a heartbeat before a claimed job is re-picked
 IDLE_RECHECK = 30.0  # seconds: the backstop wake-up of an idle consumer
-RESTART_BACKOFF = 1.0  # seconds before a QueueManager that ended is replaced
+RESTART_BACKOFF = 1.0  # seconds before a consumer loop that failed is replaced
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,56 +89,17 @@ Handler = Callable[[Delivery], Awaitable[None]]
 OverrunHandler = Callable[[list[Delivery]], Awaitable[None]]
 
 
-def engine_settings(channel: str) -> DBSettings:
-    """PgQueuer's object names, all given: nothing is read from `PGQUEUER_*` variables."""
-    return DBSettings(
-        prefix="",
-        channel=Channel(channel),
-        function="fn_pgqueuer_changed",
-        statistics_table=STATISTICS_TABLE,
-        queue_status_type="pgqueuer_status",
-        queue_table=QUEUE_TABLE,
-        queue_table_log=LOG_TABLE,
-        trigger="tg_pgqueuer_changed",
-        schedules_table="pgqueuer_schedules",
-    )
+@dataclasses.dataclass(frozen=True)
+class _Ended:
+    """A handler's end, waiting for the next turn to write it."""
 
-
-@dataclasses.dataclass
-class _DueTimeManager(QueueManager):
-    """PgQueuer's worker, sleeping exactly until the next due job or stale claim."""
-
-    capacity: int = 0
-    heartbeat_timeout: float = HEARTBEAT_TIMEOUT
-
-    async def _effective_dequeue_timeout(self, dequeue_timeout: timedelta) -> timedelta:
-        [row] = await self.queries.driver.fetch(
-            NEXT_DUE, list(self.entrypoint_registry), self.queue_manager_id, self.heartbeat_timeout
-        )
-        waits = [float(str(row[key])) for key in ("due_in", "stale_in") if row[key] is not None]
-        if not waits:
-            return dequeue_timeout
-        wait = min(waits)
-        if wait > 0:
-            return min(timedelta(seconds=wait), dequeue_timeout)
-        if int(str(row["held"])) < self.capacity:
-            return timedelta(0)  # due while we have room: dequeue again at once
-        # Full: a completion on this queue notifies us; the floor only bounds a lost one.
-        return self.min_dequeue_poll_interval
-
-
-def batch_and_capacity(concurrency: int) -> tuple[int, int]:
-    """PgQueuer's batch size and claim cap for `concurrency` jobs at a time.
-
-    It refuses a cap below twice the batch, so a concurrency of 1 claims up to two jobs
-    (the second waits for the first: `QueueConsumer` runs at most `concurrency`).
-    """
-    batch = max(1, concurrency // 2)
-    return batch, max(concurrency, 2 * batch)
+    queue_job_id: int
+    status: str
+    traceback: str | None = None  # JSON, in PgQueuer's traceback record shape
 
 
 class QueueConsumer:
-    """Consumes one queue with PgQueuer until `stop`; see the module docstring."""
+    """Consumes one queue until `stop`; see the module docstring."""
 
     def __init__(
         self,
@@ -150,6 +117,7 @@ class QueueConsumer:
         """`driver_options` are `ResilientDriver`'s timing knobs, for tests."""
         self._conninfo = conninfo
         self._queue = queue
+        self._channel = channel_for(queue)
         self._handler = handler
         self._concurrency = concurrency
         self._application_name = application_name
@@ -157,9 +125,13 @@ class QueueConsumer:
         self._soft_stop = soft_stop
         self._heartbeat_timeout = heartbeat_timeout
         self._driver_options = dict(driver_options or {})
-        self._slots = asyncio.Semaphore(concurrency)
+        self._worker_id = uuid.uuid4()  # the claims' `queue_manager_id`, across restarts
         self._running: dict[int, Delivery] = {}
-        self.started = asyncio.Event()  # set once the first QueueManager listens
+        self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._ended: list[_Ended] = []
+        self._wake = asyncio.Event()
+        self._stopping = False
+        self.started = asyncio.Event()  # set once the first loop listens
         self.restarts = 0
         self.driver: ResilientDriver | None = None
 
@@ -174,13 +146,12 @@ class QueueConsumer:
             driver = self.driver = ResilientDriver(
                 self._conninfo, application_name=self._application_name, **self._driver_options
             )
-            manager = self._manager(driver)
-            running = asyncio.create_task(self._run_manager(manager, driver), name="zilean-queue")
+            consuming = asyncio.create_task(self._consume(driver), name="zilean-queue")
             stopping = asyncio.create_task(stop.wait())
-            await asyncio.wait({running, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({consuming, stopping}, return_when=asyncio.FIRST_COMPLETED)
             stopping.cancel()
-            if running.done():
-                ended = _ending(running)
+            if consuming.done():
+                ended = _ending(consuming)
                 await driver.close()
                 if stop.is_set():
                     return
@@ -195,71 +166,158 @@ class QueueConsumer:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), timeout=RESTART_BACKOFF)
                 continue
-            await self._drain(manager, driver, running)
+            await self._drain(driver, consuming)
             return
 
-    def _manager(self, driver: ResilientDriver) -> _DueTimeManager:
-        settings = engine_settings(channel_for(self._queue))
-        queries = Queries(
-            driver,
-            qbe=QueryBuilderEnvironment(settings),
-            qbq=QueryQueueBuilder(settings),
-            qbs=QuerySchedulerBuilder(settings),
-        )
-        _, capacity = batch_and_capacity(self._concurrency)
-        manager = _DueTimeManager(
-            queries,
-            channel=Channel(channel_for(self._queue)),
-            capacity=capacity,
-            heartbeat_timeout=self._heartbeat_timeout,
-        )
-        manager.entrypoint(self._queue, accepts_context=False, on_failure="hold")(self._deliver)
-        return manager
+    # --- The loop ------------------------------------------------------------------------
 
-    async def _run_manager(self, manager: _DueTimeManager, driver: ResilientDriver) -> None:
-        batch, capacity = batch_and_capacity(self._concurrency)
-        announce = asyncio.create_task(self._announce(driver))
-        try:
-            await manager.run(
-                dequeue_timeout=timedelta(seconds=IDLE_RECHECK),
-                batch_size=batch,
-                max_concurrent_tasks=capacity,
-                heartbeat_timeout=timedelta(seconds=self._heartbeat_timeout),
-                # Nothing reads pgqueuer_statistics; folding the log into it would rewrite
-                # every log row once more.
-                log_aggregation_interval=timedelta(0),
-            )
-        finally:
-            announce.cancel()
-
-    async def _announce(self, driver: ResilientDriver) -> None:
-        await driver.listening.wait()
-        self.started.set()
-
-    async def _deliver(self, job: models.Job) -> None:
-        delivery = Delivery(
-            queue_job_id=int(job.id),
-            queue=str(job.entrypoint),
-            due_at=job.execute_after,
-            payload=job.payload or b"",
-            retries=job.attempts,
-        )
-        async with self._slots:
-            self._running[delivery.queue_job_id] = delivery
+    async def _consume(self, driver: ResilientDriver) -> None:
+        async with driver:
+            await driver.add_listener(self._channel, self._notified)
+            self.started.set()
+            beating = asyncio.create_task(self._heartbeat(driver), name="zilean-queue-heartbeat")
             try:
-                await self._handler(delivery)
-            except RetryLater as retry:
-                raise RetryRequested(timedelta(seconds=retry.delay), str(retry)) from None
+                while not (self._stopping and not self._running):
+                    wait = await self._turn(driver)
+                    await self._sleep(wait)
+                await self._turn(driver)  # the ends of the last handlers
             finally:
-                self._running.pop(delivery.queue_job_id, None)
+                beating.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await beating
 
-    async def _drain(
-        self, manager: _DueTimeManager, driver: ResilientDriver, running: asyncio.Task[None]
-    ) -> None:
-        manager.shutdown.set()
-        driver.stop_retrying()  # a dequeue blocked on an unreachable database gives up
-        done, _ = await asyncio.wait({running}, timeout=self._soft_stop)
-        if not done:
+    async def _turn(self, driver: ResilientDriver) -> float | None:
+        """Write the ends so far and claim what there is room for; return how long to sleep
+        (None: until a handler ends or a notification comes)."""
+        free = 0 if self._stopping else self._concurrency - len(self._running)
+        if free == 0 and not self._ended:
+            return None
+        ended, self._ended = self._ended, []
+        try:
+            rows = await driver.fetch(
+                CLAIM,
+                [end.queue_job_id for end in ended],
+                [end.status for end in ended],
+                [end.traceback for end in ended],
+                self._queue,
+                self._worker_id,
+                free,
+                self._heartbeat_timeout,
+            )
+        except BaseException:
+            self._ended[:0] = ended  # not written: the next turn (or loop) writes them
+            raise
+        claimed = sorted(
+            (row for row in rows if row["id"] is not None),
+            key=lambda row: (-int(str(row["priority"])), int(str(row["id"]))),
+        )
+        for row in claimed:
+            self._start(row)
+        if free == 0 or len(claimed) == free:
+            return None if len(self._running) >= self._concurrency else 0.0
+        [summary] = [row for row in rows if row["id"] is None]
+        waits = [
+            float(str(summary[key])) for key in ("due_in", "stale_in") if summary[key] is not None
+        ]
+        return max(0.0, min([*waits, IDLE_RECHECK]))
+
+    async def _sleep(self, wait: float | None) -> None:
+        if wait == 0.0:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), timeout=wait)
+        self._wake.clear()
+
+    def _notified(self, payload: str | bytes | bytearray) -> None:
+        with contextlib.suppress(ValueError, AttributeError):
+            if json.loads(payload).get("operation") == "delete":
+                return  # a job finished or was cancelled: nothing fell due
+        self._wake.set()
+
+    async def _heartbeat(self, driver: ResilientDriver) -> None:
+        while True:
+            await asyncio.sleep(self._heartbeat_timeout / 3)
+            if not self._running:
+                continue
+            try:
+                await driver.execute(HEARTBEAT, list(self._running), self._worker_id)
+            except Exception as exc:  # the next beat tries again; the claims last a timeout
+                log.warning(
+                    "queue heartbeat failed",
+                    action="queue.heartbeat_failed",
+                    queue=self._queue,
+                    error=f"{type(exc).__name__}: {exc}",
+                )
+
+    # --- Handlers ------------------------------------------------------------------------
+
+    def _start(self, row: Mapping[str, object]) -> None:
+        due_at, payload = row["execute_after"], row["payload"]
+        assert isinstance(due_at, datetime)
+        assert isinstance(payload, bytes | None)
+        delivery = Delivery(
+            queue_job_id=int(str(row["id"])),
+            queue=self._queue,
+            due_at=due_at,
+            payload=payload or b"",
+            retries=int(str(row["attempts"])),
+        )
+        self._running[delivery.queue_job_id] = delivery
+        self._tasks[delivery.queue_job_id] = asyncio.create_task(
+            self._deliver(delivery), name=f"zilean-queue-job-{delivery.queue_job_id}"
+        )
+
+    async def _deliver(self, delivery: Delivery) -> None:
+        end: _Ended | None = None
+        try:
+            await self._handler(delivery)
+            end = _Ended(delivery.queue_job_id, ENDED_FINISHED)
+        except RetryLater as retry:
+            await self._retry(delivery, retry)
+        except asyncio.CancelledError:
+            raise  # the driver was cut off (the soft stop ran out): nothing is written
+        except Exception as exc:
+            log.exception(
+                "queue job handler failed; holding the job as failed",
+                action="queue.handler_failed",
+                queue=self._queue,
+                queue_job_id=delivery.queue_job_id,
+            )
+            end = _Ended(delivery.queue_job_id, ENDED_FAILED, _traceback_record(delivery, exc))
+        finally:
+            self._running.pop(delivery.queue_job_id, None)
+            self._tasks.pop(delivery.queue_job_id, None)
+            if end is not None:
+                self._ended.append(end)
+            self._wake.set()
+
+    async def _retry(self, delivery: Delivery, retry: RetryLater) -> None:
+        driver = self.driver
+        assert driver is not None
+        record = _traceback_record(delivery, retry, delay=retry.delay)
+        try:
+            await driver.execute(RETRY, delivery.queue_job_id, retry.delay, record, self._worker_id)
+        except Exception as exc:  # not re-queued: hold it rather than lose it
+            self._ended.append(
+                _Ended(delivery.queue_job_id, ENDED_FAILED, _traceback_record(delivery, exc))
+            )
+
+    # --- Stopping ------------------------------------------------------------------------
+
+    async def _drain(self, driver: ResilientDriver, consuming: asyncio.Task[None]) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._soft_stop
+        self._stopping = True
+        self._wake.set()
+        driver.stop_retrying()  # a turn blocked on an unreachable database gives up
+        done, _ = await asyncio.wait({consuming}, timeout=self._soft_stop)
+        if done:
+            _ending(consuming)
+        if (
+            self._tasks
+        ):  # the loop ended early (the database is gone): the handlers still get their time
+            await asyncio.wait(list(self._tasks.values()), timeout=max(0.0, deadline - loop.time()))
+        if self._running:
             overrun = self.running
             log.warning(
                 "jobs still running after the soft stop; interrupting them",
@@ -268,17 +326,31 @@ class QueueConsumer:
                 running=len(overrun),
                 soft_stop_s=self._soft_stop,
             )
-            if self._on_overrun is not None and overrun:
+            if self._on_overrun is not None:
                 await self._on_overrun(overrun)
-            # From here no statement reaches the database, so PgQueuer cannot mark the
-            # interrupted jobs finished; they are re-picked after the heartbeat timeout.
+            # From here no statement reaches the database, so the interrupted jobs' ends
+            # are never written; they are re-picked after the heartbeat timeout.
             driver.abandon()
             await driver.close()
-            running.cancel()
-            await asyncio.wait({running})
-        else:
-            _ending(running)
+            tasks = [consuming, *self._tasks.values()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.wait(tasks)
         await driver.close()
+
+
+def _traceback_record(delivery: Delivery, exc: BaseException, **context: object) -> str:
+    """PgQueuer's traceback record for `exc`, as JSON: what the queue inspector reads."""
+    return json.dumps(
+        {
+            "job_id": delivery.queue_job_id,
+            "timestamp": datetime.now(UTC).isoformat(),
+            "exception_type": type(exc).__name__,
+            "exception_message": str(exc),
+            "traceback": "".join(traceback.format_exception(exc)),
+            "additional_context": {"queue": delivery.queue, "attempt": delivery.retries, **context},
+        }
+    )
 
 
 def _ending(task: asyncio.Task[None]) -> str:

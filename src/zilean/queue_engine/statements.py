@@ -2,11 +2,13 @@
 
 PgQueuer 1.6 (pinned in pyproject.toml) keeps a queue job in `pgqueuer` while it waits
 (`queued`) or runs (`picked`), deletes it when it finishes, and writes each transition to
-`pgqueuer_log`. Its own worker (`consumer.py`) sends its own statements; these are the
-ones our code needs around it: inserting queue jobs inside the caller's transaction,
-the continuation insert the attempt's recording statement embeds, the wake-up probe,
-queue depth, and the retention sweep. They are psycopg statements (`%(name)s`
-placeholders), so the HTTP worker, which never loads SQLAlchemy, runs them as they are.
+`pgqueuer_log`. Its schema is used as it is; its worker is not: `consumer.py` claims,
+heart-beats and settles queue jobs with the statements below, in one round-trip per
+turn where PgQueuer's `QueueManager` takes several. Also here: inserting queue jobs
+inside the caller's transaction, the continuation insert the attempt's recording
+statement embeds, queue depth, the inspector's view and the retention sweep. They are
+psycopg statements (`%(name)s` placeholders; the consumer's, run through its driver's raw
+cursor, `$n`), so the HTTP worker, which never loads SQLAlchemy, runs them as they are.
 """
 
 from __future__ import annotations
@@ -128,21 +130,103 @@ queued_log AS (
 )"""
 
 
-# When the queue's next job falls due and when its oldest claim goes stale (seconds from
-# now; negative: already), and how many jobs this worker holds. PgQueuer's worker asks up
-# to three questions here, floors its wait at 100 ms, and notices a crashed worker's jobs
-# only at its 30 s poll; one statement lets `consumer.py` wait exactly as long as needed.
-NEXT_DUE = """
-SELECT extract(epoch FROM (SELECT min(execute_after) FROM pgqueuer
-                            WHERE status = 'queued' AND entrypoint = ANY($1)) - now())
-           AS due_in,
+# The consumer's one statement per turn (`consumer.py`): it settles the queue jobs whose
+# handlers ended since the last turn (finished ones deleted, failed ones held, each
+# transition logged as PgQueuer's own worker logs it), then claims up to `$6` due jobs,
+# a crashed worker's stale claims included, oldest first within each priority. When it
+# claims fewer than it asked for, one extra row says when the queue's next job falls due
+# and when its oldest other claim goes stale (seconds from now; negative: already), so
+# the consumer knows how long it may sleep without another round-trip. Completions are
+# only ever written for claims this worker still holds: a claim another worker took over
+# after a missed heartbeat is that worker's to finish.
+# $1 ended ids, $2 their statuses, $3 their tracebacks (JSON text or NULL), $4 the queue,
+# $5 this worker's id, $6 how many to claim, $7 the heartbeat timeout in seconds.
+CLAIM = """
+WITH ended AS MATERIALIZED (
+    SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) AS e(id, status, traceback)
+),
+deleted AS (
+    DELETE FROM pgqueuer
+     WHERE id IN (SELECT id FROM ended WHERE status <> 'failed') AND queue_manager_id = $5
+    RETURNING id, entrypoint, priority
+),
+held AS (
+    UPDATE pgqueuer SET status = 'failed', updated = now(), queue_manager_id = NULL
+     WHERE id IN (SELECT id FROM ended WHERE status = 'failed') AND queue_manager_id = $5
+    RETURNING id, entrypoint, priority
+),
+ended_log AS (
+    INSERT INTO pgqueuer_log (job_id, status, entrypoint, priority, traceback)
+    SELECT ended.id, ended.status::pgqueuer_status, settled.entrypoint, settled.priority,
+           ended.traceback::jsonb
+      FROM ended
+      JOIN (SELECT * FROM deleted UNION ALL SELECT * FROM held) settled USING (id)
+),
+due AS (
+    SELECT id, priority FROM pgqueuer
+     WHERE entrypoint = $4 AND status = 'queued' AND execute_after < now()
+     ORDER BY priority DESC, id LIMIT $6::int FOR UPDATE SKIP LOCKED
+),
+stale AS (
+    SELECT id, priority FROM pgqueuer
+     WHERE entrypoint = $4 AND status = 'picked' AND execute_after < now()
+       AND heartbeat < now() - make_interval(secs => $7::float8)
+       AND id <> ALL($1::bigint[])
+     ORDER BY priority DESC, id LIMIT $6::int FOR UPDATE SKIP LOCKED
+),
+eligible AS MATERIALIZED (
+    SELECT id FROM (SELECT * FROM due UNION ALL SELECT * FROM stale) candidate
+     ORDER BY priority DESC, id LIMIT $6::int
+),
+claimed AS (
+    UPDATE pgqueuer
+       SET status = 'picked', updated = now(), heartbeat = now(), queue_manager_id = $5
+     WHERE id IN (SELECT id FROM eligible)
+    RETURNING id, priority, entrypoint, execute_after, payload, attempts
+),
+claimed_log AS (
+    INSERT INTO pgqueuer_log (job_id, status, entrypoint, priority)
+    SELECT id, 'picked', entrypoint, priority FROM claimed
+)
+SELECT id, priority, execute_after, payload, attempts,
+       NULL::float8 AS due_in, NULL::float8 AS stale_in
+  FROM claimed
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL,
+       extract(epoch FROM (SELECT min(execute_after) FROM pgqueuer
+                            WHERE entrypoint = $4 AND status = 'queued'
+                              AND id NOT IN (SELECT id FROM eligible)) - now())::float8,
        extract(epoch FROM (SELECT min(heartbeat) FROM pgqueuer
-                            WHERE status = 'picked' AND entrypoint = ANY($1))
-                          + make_interval(secs => $3) - now())
-           AS stale_in,
-       (SELECT count(*) FROM pgqueuer
-         WHERE queue_manager_id = $2 AND status = 'picked') AS held
+                            WHERE entrypoint = $4 AND status = 'picked'
+                              AND id NOT IN (SELECT id FROM eligible)
+                              AND id <> ALL($1::bigint[]))
+                          + make_interval(secs => $7::float8) - now())::float8
+ WHERE (SELECT count(*) FROM claimed) < $6::int
 """
+
+# Keeps this worker's claims fresh, so no other worker re-picks a job still running.
+HEARTBEAT = """
+UPDATE pgqueuer SET heartbeat = now()
+ WHERE id = ANY($1::bigint[]) AND status = 'picked' AND queue_manager_id = $2
+"""
+
+# A handler asked for its queue job back later: queued again after $2 seconds, its
+# delivery count raised, the reason logged, as PgQueuer's own retry does.
+RETRY = """
+WITH retried AS (
+    UPDATE pgqueuer
+       SET status = 'queued', execute_after = now() + make_interval(secs => $2::float8),
+           attempts = attempts + 1, updated = now(), queue_manager_id = NULL
+     WHERE id = $1::bigint AND queue_manager_id = $4
+    RETURNING id, entrypoint, priority
+)
+INSERT INTO pgqueuer_log (job_id, status, entrypoint, priority, traceback)
+SELECT id, 'queued', entrypoint, priority, $3::text::jsonb FROM retried
+"""
+
+# How a handler's end is logged: the engine's status words for it.
+ENDED_FINISHED = "successful"
+ENDED_FAILED = "failed"  # the job is held as failed, for inspection
 
 
 async def queue_depth(conn: psycopg.AsyncConnection[Any]) -> dict[tuple[str, QueueJobState], int]:
