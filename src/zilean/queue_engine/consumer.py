@@ -64,6 +64,9 @@ log = structlog.get_logger(__name__)
 HEARTBEAT_TIMEOUT = 10.0  # seconds without a heartbeat before a claimed job is re-picked
 IDLE_RECHECK = 30.0  # seconds: the backstop wake-up of an idle consumer
 RESTART_BACKOFF = 1.0  # seconds before a consumer loop that failed is replaced
+# Seconds past a due time to wake at: the wait counts from when the statement was sent,
+# a little before its `now()`, and a turn that came a moment early would find nothing due.
+DUE_MARGIN = 0.0005
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,8 +181,8 @@ class QueueConsumer:
             beating = asyncio.create_task(self._heartbeat(driver), name="zilean-queue-heartbeat")
             try:
                 while not (self._stopping and not self._running):
-                    wait = await self._turn(driver)
-                    await self._sleep(wait)
+                    wake_at = await self._turn(driver)
+                    await self._sleep_until(wake_at)
                 await self._turn(driver)  # the ends of the last handlers
             finally:
                 beating.cancel()
@@ -187,12 +190,14 @@ class QueueConsumer:
                     await beating
 
     async def _turn(self, driver: ResilientDriver) -> float | None:
-        """Write the ends so far and claim what there is room for; return how long to sleep
-        (None: until a handler ends or a notification comes)."""
+        """Write the ends so far and claim what there is room for; return when to turn again
+        (the event loop's clock; None: when a handler ends or a notification comes)."""
         free = 0 if self._stopping else self._concurrency - len(self._running)
         if free == 0 and not self._ended:
             return None
         ended, self._ended = self._ended, []
+        loop = asyncio.get_running_loop()
+        sent_at = loop.time()  # the waits below count from the statement's `now()`
         try:
             rows = await driver.fetch(
                 CLAIM,
@@ -214,18 +219,20 @@ class QueueConsumer:
         for row in claimed:
             self._start(row)
         if free == 0 or len(claimed) == free:
-            return None if len(self._running) >= self._concurrency else 0.0
+            return None if len(self._running) >= self._concurrency else sent_at
         [summary] = [row for row in rows if row["id"] is None]
         waits = [
             float(str(summary[key])) for key in ("due_in", "stale_in") if summary[key] is not None
         ]
-        return max(0.0, min([*waits, IDLE_RECHECK]))
+        wait = min([*waits, IDLE_RECHECK])
+        return sent_at + wait + DUE_MARGIN if wait > 0 else sent_at
 
-    async def _sleep(self, wait: float | None) -> None:
-        if wait == 0.0:
+    async def _sleep_until(self, wake_at: float | None) -> None:
+        timeout = None if wake_at is None else wake_at - asyncio.get_running_loop().time()
+        if timeout is not None and timeout <= 0:
             return
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), timeout=wait)
+            await asyncio.wait_for(self._wake.wait(), timeout=timeout)
         self._wake.clear()
 
     def _notified(self, payload: str | bytes | bytearray) -> None:
