@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -25,6 +26,7 @@ from typing import Any
 import psycopg
 import structlog
 from psycopg.rows import dict_row
+from psycopg.types.json import set_json_loads
 
 from zilean.db.deadline import deadline
 from zilean.db.direct import connect
@@ -123,12 +125,20 @@ class HotConnections:
         self._idle.clear()
 
     async def _connect(self) -> psycopg.AsyncConnection[Any]:
-        return await connect(
+        conn = await connect(
             self._database_url,
             application_name=self._application_name,
             lock_timeout=self._lock_timeout,
             synchronous_commit=self._synchronous_commit,
         )
+        set_json_loads(_json_from_bytes, conn)
+        return conn
+
+
+def _json_from_bytes(data: str | bytes) -> Any:
+    # psycopg hands JSON columns over as bytes, which `json.loads` first sniffs for UTF-16
+    # and UTF-32; Postgres only ever sends UTF-8. A read has seven or so JSON columns.
+    return json.loads(data if isinstance(data, str) else data.decode())
 
 
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s|%%")
