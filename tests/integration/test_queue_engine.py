@@ -35,6 +35,7 @@ from zilean.queue_engine.driver import ResilientDriver
 from zilean.queue_engine.statements import (
     NewQueueJob,
     QueueJobState,
+    cancel_waiting,
     channel_for,
     enqueue,
     queue_job_states,
@@ -230,6 +231,44 @@ async def test_only_its_own_queue_wakes_a_consumer(engine: AsyncEngine, database
         await until(lambda: _no_unfinished(engine))
         woken = idle.driver.statements_sent - before
     assert woken <= 2  # at most its own periodic listener checks
+
+
+async def test_a_batch_is_claimed_and_settled_in_a_statement_each(
+    engine: AsyncEngine, database_url: str
+) -> None:
+    """Ten jobs, ten slots: one turn claims them all, the turn after their handlers end
+    writes all ten ends (and finds nothing more to claim)."""
+    recorder = Recorder()
+    async with consuming(database_url, recorder, concurrency=10) as consumer:
+        assert consumer.driver is not None
+        before = consumer.driver.statements_sent
+        await insert(engine, *(NewQueueJob("default", b"x") for _ in range(10)))
+        await recorder.wait_for(10)
+        await until(lambda: _states_are(engine, [QueueJobState.FINISHED] * 10))
+        sent = consumer.driver.statements_sent - before
+    assert sent <= 3  # the claim, the settling turn, and at most one listener probe
+
+
+async def test_a_deleted_job_does_not_wake_the_consumer(
+    engine: AsyncEngine, database_url: str
+) -> None:
+    """A cancelled job (a deletion's notification) makes nothing due: no turn is taken."""
+    later = datetime.now(UTC) + timedelta(hours=1)
+    ids = await insert(engine, *(NewQueueJob("default", b"x", due_at=later) for _ in range(5)))
+    recorder = Recorder()
+    async with consuming(database_url, recorder) as consumer:
+        assert consumer.driver is not None
+        before = consumer.driver.statements_sent
+        for queue_job_id in ids:
+            async with engine.begin() as conn:
+                assert await cancel_waiting(await driver_connection(conn), queue_job_id)
+        # Notifications on a channel arrive in order: once this job has run and settled,
+        # any turn the deletions caused has been taken.
+        await insert(engine, NewQueueJob("default", b"x"))
+        await recorder.wait_for(1)
+        await until(lambda: _no_unfinished(engine))
+        sent = consumer.driver.statements_sent - before
+    assert sent <= 3  # the claim, the settling turn, and at most one listener probe
 
 
 async def test_a_retry_later_delivers_the_job_again_after_the_delay(
