@@ -11,8 +11,8 @@ Here each turn is one statement (`statements.CLAIM`):
   finished since the last one (finished jobs deleted, failed ones held, each logged)
   and claims as many due jobs as there are free slots, a crashed worker's stale claims
   included. A handler that ends frees a slot and starts the next turn, so under load
-  completions ride on claims, and the handlers of one batch, which tend to end together,
-  settle together.
+  completions ride on claims; a turn for only a few free slots waits up to 5 ms for more
+  handlers to end (`_gather`), so a steady stream still claims and settles in batches.
 - **Timing.** A turn that claims fewer jobs than it asked for also says when the next job
   falls due and when the oldest other claim goes stale; the consumer sleeps exactly that
   long. Notifications of inserts and re-queues on this queue only (revision 0009's
@@ -67,6 +67,7 @@ RESTART_BACKOFF = 1.0  # seconds before a consumer loop that failed is replaced
 # Seconds past a due time to wake at: the wait counts from when the statement was sent,
 # a little before its `now()`, and a turn that came a moment early would find nothing due.
 DUE_MARGIN = 0.0005
+GATHER = 0.005  # seconds a turn for a few free slots waits for more (`_gather`)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,6 +130,7 @@ class QueueConsumer:
         self._heartbeat_timeout = heartbeat_timeout
         self._driver_options = dict(driver_options or {})
         self._worker_id = uuid.uuid4()  # the claims' `queue_manager_id`, across restarts
+        self._gather_slots = max(1, concurrency // 4)  # see `_gather`
         self._running: dict[int, Delivery] = {}
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._ended: list[_Ended] = []
@@ -183,6 +185,7 @@ class QueueConsumer:
                 while not (self._stopping and not self._running):
                     wake_at = await self._turn(driver)
                     await self._sleep_until(wake_at)
+                    await self._gather()
                 await self._turn(driver)  # the ends of the last handlers
             finally:
                 beating.cancel()
@@ -234,6 +237,26 @@ class QueueConsumer:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wake.wait(), timeout=timeout)
         self._wake.clear()
+
+    async def _gather(self) -> None:
+        """Before a turn for only a few free slots, wait a moment for more handlers to end.
+
+        Under a steady stream handlers end one by one, and a turn per end would claim one
+        job each: a round-trip per attempt, and no batch for the attempt's own statements
+        to share. Waiting up to `GATHER` for a quarter of the slots to free up gives every
+        turn a batch; an idle worker, or one with that many free already, turns at once.
+        """
+        loop = asyncio.get_running_loop()
+        until = loop.time() + GATHER
+        while (
+            self._running
+            and not self._stopping
+            and self._concurrency - len(self._running) < self._gather_slots
+            and (left := until - loop.time()) > 0
+        ):
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=left)
 
     def _notified(self, payload: str | bytes | bytearray) -> None:
         with contextlib.suppress(ValueError, AttributeError):
