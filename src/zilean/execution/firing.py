@@ -54,7 +54,7 @@ def free_members(
     return free, busy
 
 
-# The row columns a firing reads (locked FOR UPDATE by whoever reads them).
+# The row columns a firing reads (locked FOR NO KEY UPDATE by whoever reads them).
 FIRING_COLUMNS = (
     scheduled_jobs.c.id,
     scheduled_jobs.c.job_type,
@@ -192,15 +192,17 @@ async def fire(
 ) -> Firing:
     """Fire `job_id` once: lock the free members (overlap `skip`) and queue them.
 
-    The row is locked (`FOR UPDATE`) for the rest of the caller's transaction, so two
-    concurrent firings of one job see each other's locks. A missing job fires nothing.
+    The row is locked (`FOR NO KEY UPDATE`) for the rest of the caller's transaction, so
+    two concurrent firings of one job see each other's locks; the history rows an attempt
+    of the job inserts meanwhile (their foreign keys only share the key) do not wait for
+    it. A missing job fires nothing.
     """
     row = (
         (
             await conn.execute(
                 select(*FIRING_COLUMNS, func.now().label("now"))
                 .where(scheduled_jobs.c.id == job_id)
-                .with_for_update()
+                .with_for_update(key_share=True)
             )
         )
         .mappings()

@@ -117,6 +117,17 @@ _VARIABLES = """       (SELECT coalesce(jsonb_agg(jsonb_build_object(
        END AS volume_catalog
 """
 
+# Whether a pool member's lock (`{locks} ->> {key}`) was stamped within the last minute:
+# an attempt then leaves it be, so that back-to-back attempts of a job neither rewrite its
+# row nor queue behind a firing's lock on it. A minute is far inside the hour after which
+# a lock counts as stale, so a long loop still never looks stale. Stamps are ISO 8601 in
+# UTC, as both the firing and this statement write them, so comparing their first 19
+# characters as text compares them as times; a stamp in any other shape is refreshed.
+_FRESH_LOCK = """coalesce(({locks} ->> {key}) >= to_char(now() AT TIME ZONE 'UTC'
+                     - interval '1 minute', 'YYYY-MM-DD"T"HH24:MI:SS'), false)"""
+
+_MEMBER_FRESH = _FRESH_LOCK.format(locks="job.running_since_by_pool", key="input.lock_key")
+
 # The column list is the constant above, not input: S608 does not apply.
 LOAD = f"""
 WITH input AS MATERIALIZED (
@@ -125,17 +136,20 @@ WITH input AS MATERIALIZED (
         max_attempts int, trigger text, pool_index int, loop_iteration int,
         scheduled_at timestamptz)
 ),
--- The statement waits for job rows: the start markers' foreign keys share-lock them
--- (which only FOR UPDATE conflicts with: a firing, the reconciler, a delete), and a skip
--- job's lock stamp updates its row. A batch that waits for one while holding others
--- could deadlock with a transaction that locks several jobs; so it waits at most
--- `BATCH_LOCK_TIMEOUT`, well before Postgres would look for a deadlock (1 s), then fails
--- (LockNotAvailable), and its attempts are sent again one by one, each waiting for its
--- single job row (`LOAD_ONE`), which cannot deadlock. The rows it updates it locks
+-- The statement may wait for job rows: the start markers' foreign keys share-lock them
+-- (which only FOR UPDATE conflicts with: a delete, a registry edit), and a skip job
+-- whose member's stamp is over a minute old updates its row. A batch that waits for one
+-- while holding others could deadlock with a transaction that locks several jobs; so it
+-- waits at most `BATCH_LOCK_TIMEOUT`, well before Postgres would look for a deadlock
+-- (1 s), then fails (LockNotAvailable), and its attempts are sent again one by one, each
+-- waiting for its single job row (`LOAD_ONE`), which cannot deadlock. The rows it updates it locks
 -- first, in id order, so two batches of ours only queue behind each other.
 job_locks AS MATERIALIZED (
-    SELECT id FROM scheduled_jobs
+    SELECT id FROM scheduled_jobs job
      WHERE id IN (SELECT job_id FROM input) AND overlap_policy = 'skip'
+       AND EXISTS (SELECT 1 FROM input
+                    WHERE input.job_id = job.id
+                      AND NOT {_MEMBER_FRESH})
      ORDER BY id
        FOR NO KEY UPDATE
 ),
@@ -149,18 +163,20 @@ prior AS (
 ),
 gate AS (
     SELECT input.ord, job.overlap_policy, disabled.gated,
-           job.enabled AND NOT disabled.gated AS runnable
+           job.enabled AND NOT disabled.gated AS runnable,
+           {_MEMBER_FRESH} AS fresh
       FROM input
       JOIN scheduled_jobs job ON job.id = input.job_id
 {_GATED}     WHERE (SELECT jobs FROM locked) IS NOT NULL
 ),
--- A runnable skip job stamps its member's lock, so a long loop never looks stale; a job
--- that can no longer run gives the lock back. A queue job whose attempt was already
--- recorded leaves the lock alone: its run has moved on.
+-- A runnable skip job stamps its member's lock unless it is fresh (`_FRESH_LOCK`), so a
+-- long loop never looks stale; a job that can no longer run gives the lock back. A queue
+-- job whose attempt was already recorded leaves the lock alone: its run has moved on.
 locks AS (
     SELECT input.job_id,
            jsonb_object_agg(input.lock_key, to_jsonb(now()))
-               FILTER (WHERE gate.runnable AND gate.overlap_policy = 'skip') AS stamped,
+               FILTER (WHERE gate.runnable AND gate.overlap_policy = 'skip' AND NOT gate.fresh)
+               AS stamped,
            array_agg(input.lock_key) FILTER (WHERE NOT gate.runnable) AS released
       FROM input JOIN gate USING (ord)
      WHERE NOT EXISTS (SELECT 1 FROM prior
@@ -224,6 +240,9 @@ lock_refresh AS (
       FROM gate
      WHERE job.id = %(job_id)s
        AND (job.overlap_policy = 'skip' OR NOT gate.runnable)
+       AND (NOT gate.runnable OR NOT {
+    _FRESH_LOCK.format(locks="job.running_since_by_pool", key="%(lock_key)s::text")
+})
        AND NOT EXISTS (SELECT 1 FROM prior WHERE prior.state <> 'running')
 ),
 -- The start marker, written before the call is made.

@@ -134,8 +134,9 @@ def _claim_statement(entries: Sequence[Entry], stored_zones: Mapping[uuid.UUID, 
     For each entry, the guard row is inserted only if the job may fire that schedule
     right now: a conflict means another scheduler already fired the instant; no source
     row means the job was disabled, gated, deleted or rescheduled since the entry was
-    built. Job rows are locked FOR UPDATE first (in id order, so two batches cannot
-    deadlock), before the guards' foreign keys take their weaker lock, so a firing never
+    built. Job rows are locked FOR NO KEY UPDATE first (in id order, so two batches cannot
+    deadlock; attempts' history rows, whose foreign keys only share the key, need not
+    wait), before the guards' foreign keys take their weaker lock, so a firing never
     upgrades a row lock another writer may be queued behind.
     """
     due = [
@@ -174,7 +175,7 @@ def _claim_statement(entries: Sequence[Entry], stored_zones: Mapping[uuid.UUID, 
             ~gated_clause(jobs.group_name),
         )
         .order_by(jobs.id)
-        .with_for_update(of=scheduled_jobs)
+        .with_for_update(of=scheduled_jobs, key_share=True)
         .cte("eligible")
     )
     claimed = (
