@@ -1,10 +1,11 @@
 """The raw engine: PgQueuer's own `QueueManager` with a no-op entrypoint, nothing of Zilean's.
 
 It runs in the Zilean database's `pgqueuer` table on its own entrypoint (`bench-raw`),
-at the subject's batch size and claim cap, and listens on our channel for it
+at half the subject's concurrency per dequeue (PgQueuer caps its claims at twice its batch),
+and listens on our channel for it
 (`zilean.queue.bench-raw`): revision 0009 replaced PgQueuer's catch-all trigger with
-per-queue ones. It is PgQueuer's stock worker: stock `QueueManager` (not Zilean's
-`_DueTimeManager`), stock `Queries`, stock psycopg driver class.
+per-queue ones. It is PgQueuer's stock worker, which Zilean's own consumer replaced:
+stock `QueueManager`, stock `Queries`, stock psycopg driver class.
 
 One change to the stock driver: LISTEN runs on a second connection. PgQueuer's
 `PsycopgDriver` sends statements and waits for notifications on one connection, and

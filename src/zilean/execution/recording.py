@@ -127,6 +127,7 @@ _FRESH_LOCK = """coalesce(({locks} ->> {key}) >= to_char(now() AT TIME ZONE 'UTC
                      - interval '1 minute', 'YYYY-MM-DD"T"HH24:MI:SS'), false)"""
 
 _MEMBER_FRESH = _FRESH_LOCK.format(locks="job.running_since_by_pool", key="input.lock_key")
+_ONE_MEMBER_FRESH = _FRESH_LOCK.format(locks="job.running_since_by_pool", key="%(lock_key)s::text")
 
 # The column list is the constant above, not input: S608 does not apply.
 LOAD = f"""
@@ -240,9 +241,7 @@ lock_refresh AS (
       FROM gate
      WHERE job.id = %(job_id)s
        AND (job.overlap_policy = 'skip' OR NOT gate.runnable)
-       AND (NOT gate.runnable OR NOT {
-    _FRESH_LOCK.format(locks="job.running_since_by_pool", key="%(lock_key)s::text")
-})
+       AND (NOT gate.runnable OR NOT {_ONE_MEMBER_FRESH})
        AND NOT EXISTS (SELECT 1 FROM prior WHERE prior.state <> 'running')
 ),
 -- The start marker, written before the call is made.
