@@ -62,6 +62,10 @@ class HotConnections:
         self._statement_timeout = statement_timeout
         self._application_name = application_name
         self.statements_sent = 0  # for tests: the hot path's own round-trips
+        # Pools whose idle connections go too when one of this pool's turns out dead: a
+        # restart or a frozen server takes them all, and each would otherwise cost an
+        # attempt another statement deadline to find out. `join` makes a family.
+        self.family: list[HotConnections] = [self]
 
     async def fetch_first(self, sql: str, params: Params) -> dict[str, Any] | None:
         """Send `sql`; return its first row (see `fetch_all`)."""
@@ -98,9 +102,8 @@ class HotConnections:
                         self._idle.append(conn)  # the statement failed, not the connection
                         raise
                     await _discard(conn)
-                    for stale in self._idle:  # they likely died with it (a restart)
-                        await _discard(stale)
-                    self._idle.clear()
+                    for pool in self.family:  # they likely died with it (a restart)
+                        await pool.drop_idle()
                     if last_try:
                         raise
                     log.info(
@@ -119,10 +122,14 @@ class HotConnections:
                 return rows
         raise AssertionError("unreachable")
 
-    async def close(self) -> None:
-        for conn in self._idle:
+    async def drop_idle(self) -> None:
+        """Close the idle connections: the next statement opens a fresh one."""
+        idle, self._idle = self._idle, []
+        for conn in idle:
             await _discard(conn)
-        self._idle.clear()
+
+    async def close(self) -> None:
+        await self.drop_idle()
 
     async def _connect(self) -> psycopg.AsyncConnection[Any]:
         conn = await connect(
@@ -139,6 +146,13 @@ def _json_from_bytes(data: str | bytes) -> Any:
     # psycopg hands JSON columns over as bytes, which `json.loads` first sniffs for UTF-16
     # and UTF-32; Postgres only ever sends UTF-8. A read has seven or so JSON columns.
     return json.loads(data if isinstance(data, str) else data.decode())
+
+
+def join(*pools: HotConnections) -> None:
+    """Make `pools` one family (`HotConnections.family`)."""
+    family = list(pools)
+    for pool in pools:
+        pool.family = family
 
 
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s|%%")

@@ -39,7 +39,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from zilean.execution.batching import StatementBatcher
-from zilean.execution.hot_path import HotConnections
+from zilean.execution.hot_path import HotConnections, join
 from zilean.execution.payload import AttemptArgs, Trigger
 from zilean.queue_engine.statements import CONTINUATION_CTES
 from zilean.registry.kinds import OneOffAfterRun
@@ -737,6 +737,7 @@ class AttemptStatements:
             lock_timeout=BATCH_LOCK_TIMEOUT,
             synchronous_commit=False,
         )
+        join(*self._pools)
         singles, batches = self.singles, self.batches
         recording_singles, recording_batches = self.recording_singles, self.recording_batches
         self.loads: StatementBatcher[AttemptToLoad, LoadedJob | None] = StatementBatcher(

@@ -1,15 +1,16 @@
-"""PgQueuer's database driver on psycopg, made to outlive its connections.
+"""The consumer's database driver on psycopg, made to outlive its connections.
 
-PgQueuer's own psycopg driver runs queries and LISTEN on one connection it cannot
-replace: once Postgres restarts or kills that backend, the worker dies, and with its
-pool driver it lives on deaf, falling back to a 30 s poll (`docs/faults.md`). This
-driver keeps two connections of its own, one for statements and one for LISTEN, and
-replaces either the moment it breaks:
+It implements PgQueuer's small driver protocol, so PgQueuer's own worker (the benchmarks'
+raw engine) can run on it too. PgQueuer's own psycopg driver runs queries and LISTEN
+on one connection it cannot replace: once Postgres restarts or kills that backend, the
+worker dies, and with its pool driver it lives on deaf, falling back to a 30 s poll
+(`docs/faults.md`). This driver keeps two connections of its own, one for statements
+and one for LISTEN, and replaces either the moment it breaks:
 
 - A statement whose connection breaks is sent again on a new connection. Every
-  statement PgQueuer's worker sends is safe to repeat: a dequeue whose answer was lost
-  leaves jobs claimed by nobody alive, which PgQueuer re-picks after its heartbeat
-  timeout (and `consumer.py` sees were never started); deleting finished jobs and
+  statement the consumer sends is safe to repeat: a claim whose answer was lost leaves
+  jobs claimed by nobody alive, which are claimed again after the heartbeat timeout
+  (and the attempt runner sees were never started); deleting finished jobs and
   stamping heartbeats are idempotent. While Postgres is unreachable, statements wait
   and reconnect every `RECONNECT_BACKOFF[-1]` seconds at most, so work resumes within a
   second of Postgres coming back. Once `stop_retrying` is called they fail instead.
@@ -23,7 +24,8 @@ replaces either the moment it breaks:
 - The listener re-attaches after any loss and then wakes every subscriber once, since
   notifications sent while it was deaf are gone. When it has heard nothing for
   `PROBE_INTERVAL`, it sends itself a notification; one that does not arrive within
-  `PROBE_TIMEOUT` means a half-open listener, which is severed and replaced.
+  `PROBE_TIMEOUT` means a half-open listener, which is severed and replaced; so does a
+  probe whose own statement found its connection dead or half-open.
 """
 
 from __future__ import annotations
@@ -103,6 +105,7 @@ class ResilientDriver:
         self._probe_channel = f"zilean.queue.probe.{uuid.uuid4().hex}"
         self._probe_heard: asyncio.Event | None = None
         self._last_heard = 0.0
+        self._statement_losses = 0  # statement connections found dead or half-open
         self.reconnects = 0  # for tests and logs: connections replaced after a loss
         self.listener_attachments = 0  # LISTEN sessions so far: 1 + re-attachments
         self.statements_sent = 0  # for tests: every statement this driver sent
@@ -152,7 +155,7 @@ class ResilientDriver:
         return self
 
     async def __aexit__(self, *_: object) -> None:
-        """Stop listening; statements still work (PgQueuer flushes its buffers after this)."""
+        """Stop listening; statements still work (a consumer may still write its last ends)."""
         self._entered -= 1
         if self._entered > 0:
             return
@@ -174,7 +177,7 @@ class ResilientDriver:
         self._retrying = False
 
     async def close(self) -> None:
-        """Close the statement connection (after `__aexit__` and PgQueuer's last flush)."""
+        """Close the statement connection (after `__aexit__` and the consumer's last turn)."""
         if self._conn is not None:
             with contextlib.suppress(psycopg.Error, OSError):
                 await self._conn.close()
@@ -204,6 +207,7 @@ class ResilientDriver:
                         role="statements",
                         error=why,
                     )
+                    self._statement_losses += 1
                     self._conn = None
 
     async def _statement_connection(self) -> psycopg.AsyncConnection[Any]:
@@ -314,8 +318,19 @@ class ResilientDriver:
             if conn is None or loop.time() - self._last_heard < self._probe_interval:
                 continue
             heard = self._probe_heard = asyncio.Event()
+            losses = self._statement_losses
             try:
                 await self.notify(self._probe_channel, "probe")
+                if self._statement_losses != losses and conn is self._listen_conn:
+                    # The probe's own connection was dead or half-open: whatever did that
+                    # (a restart, a frozen server) most likely took the listener too, and
+                    # an idle consumer hears nothing until it is replaced.
+                    log.warning(
+                        "queue engine statement connection was lost; replacing the listener",
+                        action="queue.listener_suspect",
+                    )
+                    sever(conn)
+                    continue
                 async with asyncio.timeout(self._probe_timeout):
                     await heard.wait()
             except TimeoutError:
