@@ -313,8 +313,8 @@ async def test_a_claim_whose_worker_died_is_picked_again_after_the_heartbeat_tim
 ) -> None:
     recorder = Recorder()
     await insert(engine, NewQueueJob("default", b"x"))
+    stranded_at = datetime.now(UTC)  # before the database stamps the heartbeat
     [queue_job_id] = await strand(engine, heartbeat_age=0.0)  # claimed just now, then lost
-    stranded_at = datetime.now(UTC)
     async with consuming(database_url, recorder, heartbeat_timeout=1.0):
         await recorder.wait_for(1)
     [delivery] = recorder.deliveries

@@ -28,6 +28,7 @@ from starlette.routing import Route
 
 from tests.integration.conftest import KEY
 from tests.support.actors import client_for
+from tests.support.monitoring import eventually
 from tests.support.servers import free_port, live_server
 from zilean.crypto.secretbox import SecretBox
 from zilean.notify.dispatcher import Notifier
@@ -145,7 +146,8 @@ def receiver() -> Iterator[Receiver]:
 @asynccontextmanager
 async def notifier_for(engine: AsyncEngine, **options: Any) -> AsyncIterator[Notifier]:
     """Core's notifier, leading unless told, looking at the outbox every 20 ms, for the
-    block. Alarms are evaluated by hand unless `alarm_interval` is given."""
+    block. Alarms are evaluated by hand unless `alarm_interval` is given: the notifier's
+    own first evaluation, made as it starts, is over before the block begins."""
     settings: dict[str, Any] = {
         "leading": lambda: True,
         "poll_interval": 0.02,
@@ -156,6 +158,12 @@ async def notifier_for(engine: AsyncEngine, **options: Any) -> AsyncIterator[Not
     stop = asyncio.Event()
     running = asyncio.create_task(notifier.run(stop))
     try:
+        if "alarm_interval" not in options and "leading" not in options:
+
+            async def evaluated() -> bool:
+                return notifier.evaluations > 0
+
+            await eventually(evaluated, what="the notifier's first alarm evaluation")
         yield notifier
     finally:
         stop.set()
