@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 from collections.abc import Iterator
@@ -171,6 +172,39 @@ async def test_the_schema_is_pgqueuers_own_but_for_the_per_queue_notify_triggers
         "CREATE FUNCTION fn_pgqueuer_changed",
         "CREATE TRIGGER tg_pgqueuer_changed",
     ]
+
+
+async def test_only_inserts_and_requeues_notify_the_queue_channel(
+    engine: AsyncEngine, database_url: str
+) -> None:
+    """Claims, heartbeats and deletions make nothing due: their statements notify nobody
+    (revisions 0009 and 0014). Notifications arrive in commit order, so the insert that
+    ends the sequence shows that nothing came before it but what the test expects."""
+    listener = await psycopg.AsyncConnection.connect(libpq_url(database_url), autocommit=True)
+    try:
+        await listener.execute(f'LISTEN "{channel_for("default")}"')
+        waiting, claimed = await insert(
+            engine, NewQueueJob("default", b"x"), NewQueueJob("default", b"y")
+        )
+        async with engine.begin() as conn:
+            raw = await driver_connection(conn)
+            await raw.execute(
+                "UPDATE pgqueuer SET status = 'picked', heartbeat = now() WHERE id = %s",
+                (claimed,),
+            )
+            await raw.execute("UPDATE pgqueuer SET heartbeat = now() WHERE id = %s", (claimed,))
+            assert await cancel_waiting(raw, waiting)
+            await raw.execute("DELETE FROM pgqueuer WHERE id = %s", (claimed,))
+        await insert(engine, NewQueueJob("default", b"z"))
+        operations = []
+        async with asyncio.timeout(10.0):
+            async for notice in listener.notifies():
+                operations.append(json.loads(notice.payload)["operation"])
+                if len(operations) == 2:
+                    break
+    finally:
+        await listener.close()
+    assert operations == ["insert", "insert"]  # the first insert's, then the last one's
 
 
 # --- Consuming ---------------------------------------------------------------------

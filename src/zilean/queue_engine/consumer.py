@@ -15,8 +15,9 @@ Here each turn is one statement (`statements.CLAIM`):
   handlers to end (`_gather`), so a steady stream still claims and settles in batches.
 - **Timing.** A turn that claims fewer jobs than it asked for also says when the next job
   falls due and when the oldest other claim goes stale; the consumer sleeps exactly that
-  long. Notifications of inserts and re-queues on this queue only (revision 0009's
-  triggers) wake it before that; those of deletions are ignored (nothing becomes due).
+  long. Notifications wake it before that: the triggers (revisions 0009 and 0014) send
+  them on this queue's channel for inserts and re-queues only, the changes that can make
+  a job due, never for claims, heartbeats or deletions.
 - **Heartbeats.** One statement every `heartbeat_timeout / 3` refreshes every running
   claim, so no other worker re-picks a job that still runs however long it takes.
 - **Connections.** `ResilientDriver` replaces any connection that breaks, re-attaches
@@ -259,10 +260,7 @@ class QueueConsumer:
                 await asyncio.wait_for(self._wake.wait(), timeout=left)
 
     def _notified(self, payload: str | bytes | bytearray) -> None:
-        with contextlib.suppress(ValueError, AttributeError):
-            if json.loads(payload).get("operation") == "delete":
-                return  # a job finished or was cancelled: nothing fell due
-        self._wake.set()
+        self._wake.set()  # an insert or a re-queue: something may be due
 
     async def _heartbeat(self, driver: ResilientDriver) -> None:
         while True:
