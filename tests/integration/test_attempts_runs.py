@@ -169,6 +169,40 @@ async def test_a_global_variable_edit_reaches_the_next_attempt(
     assert [request.headers["x-region"] for request in target.requests] == ["eu", "us"]
 
 
+async def test_a_request_edited_in_its_row_reaches_the_same_workers_next_attempt(
+    core_app: FastAPI, engine: AsyncEngine, database_url: str, cast: Cast
+) -> None:
+    """A worker keeps the requests it built; a row written by hand (no API, no deploy)
+    still changes the very next attempt's request, and an unchanged row sends the same."""
+    with http_target() as target:
+        job = await http_job(core_app, cast.alice.session, target, headers={"X-A": "1"})
+        async with worker_for(database_url) as worker:
+            for edit in (
+                None,
+                None,
+                'headers = \'{"X-A": "2"}\', query_params = \'{"q": "x"}\'',
+                "http_method = 'POST', body = '{\"n\": 1}'",
+            ):
+                if edit is not None:
+                    async with engine.begin() as conn:
+                        await conn.execute(
+                            text(f"UPDATE scheduled_jobs SET {edit} WHERE id = :id"),  # noqa: S608
+                            {"id": job["id"]},
+                        )
+                await run_now(core_app, cast.alice.session, job["id"])
+                await worker.drain(lambda: settled(engine))
+    sent = [
+        (request.method, request.query, request.headers["x-a"], request.body)
+        for request in target.requests
+    ]
+    assert sent == [
+        ("GET", "", "1", b""),
+        ("GET", "", "1", b""),
+        ("GET", "q=x", "2", b""),
+        ("POST", "q=x", "2", b'{"n": 1}'),
+    ]
+
+
 async def test_a_second_run_now_while_a_skip_job_runs_is_refused(
     core_app: FastAPI, engine: AsyncEngine, cast: Cast
 ) -> None:

@@ -38,6 +38,12 @@ DEFAULT_METHOD = "GET"
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # RFC 9110 method and header names
 _BAD_HEADER_VALUE = re.compile(r"[\r\n\x00]")
 
+# The columns of a job's row `build_request` reads (its auth secret comes opened, apart).
+REQUEST_COLUMNS = (
+    "http_method", "url", "query_params", "pool_count", "body", "headers", "auth_type",
+    "auth_config",
+)  # fmt: skip
+
 MAX_URL_LENGTH = 65_536  # characters
 DEFAULT_PORTS = {"http": 80, "https": 443}
 _IPV4_STYLE = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$")
@@ -54,7 +60,10 @@ _HOST_SAFE = _UNRESERVED + _SUB_DELIMS + '"`{}%|\\'
 
 @dataclass(frozen=True)
 class HttpRequestSpec:
-    """A fully resolved request, plus the values that must never appear in a record."""
+    """A fully resolved request, plus the values that must never appear in a record.
+
+    Never changed once built: the caller keeps it for the job's next attempts.
+    """
 
     method: str
     url: str
