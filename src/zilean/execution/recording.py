@@ -143,8 +143,9 @@ WITH input AS MATERIALIZED (
 -- while holding others could deadlock with a transaction that locks several jobs; so it
 -- waits at most `BATCH_LOCK_TIMEOUT`, well before Postgres would look for a deadlock
 -- (1 s), then fails (LockNotAvailable), and its attempts are sent again one by one, each
--- waiting for its single job row (`LOAD_ONE`), which cannot deadlock. The rows it updates it locks
--- first, in id order, so two batches of ours only queue behind each other.
+-- waiting for its single job row (`LOAD_ONE`), which cannot deadlock. The rows it
+-- updates it locks first, in id order, so two batches of ours only queue behind each
+-- other.
 job_locks AS MATERIALIZED (
     SELECT id FROM scheduled_jobs job
      WHERE id IN (SELECT job_id FROM input) AND overlap_policy = 'skip'
