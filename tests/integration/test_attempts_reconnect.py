@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -14,6 +15,7 @@ from typing import Any
 import psycopg
 import pytest
 from fastapi import FastAPI
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -36,10 +38,11 @@ from zilean.execution.recording import (
     AttemptState,
     Continuation,
     Ending,
+    Recorded,
 )
 from zilean.jobkinds.http.call import new_client
 from zilean.jobkinds.http.caller import http_callers
-from zilean.queue_engine.statements import take_queued
+from zilean.queue_engine.statements import queue_jobs, take_queued
 
 TERMINATE_OTHERS = (
     "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
@@ -167,8 +170,8 @@ async def test_recording_the_same_queue_job_twice_records_it_once(
         job, record = await a_failed_attempt(core_app, engine, runner, cast)
         first = await runner.statements.record(record, Ending(release=True))
         second = await runner.statements.record(record, Ending(release=True))
-    assert first is not None
-    assert second is None  # nothing written: the caller queues no continuation either
+    assert first.at is not None
+    assert second.at is None  # nothing written: the caller queues no continuation either
     assert len(await attempts(engine, job["id"])) == 1
     [bucket] = await stats(engine, job["id"])
     assert (bucket["total"], bucket["failed"]) == (1, 1)
@@ -186,10 +189,52 @@ async def test_a_repeated_recording_queues_its_continuation_once(
         retry = Continuation("default", replace(args, attempt=2), delay_ms=250)
         first = await runner.statements.record(record, Ending(release=False), retry)
         second = await runner.statements.record(record, Ending(release=False), retry)
-    assert first is not None
-    assert second is None
+    assert first.at is not None
+    assert second.at is None
     [(queued, next_args)] = await queued_attempts(engine)
     # Due from the recording time.
     assert queued.due_at is not None
-    assert queued.due_at - first == timedelta(milliseconds=250)
+    assert queued.due_at - first.at == timedelta(milliseconds=250)
     assert (next_args.attempt, next_args.pool_index) == (2, args.pool_index)
+
+
+async def test_a_repeated_adopting_recording_hands_back_the_iteration_it_claimed(
+    core_app: FastAPI, engine: AsyncEngine, database_url: str, cast: Cast
+) -> None:
+    # A loop iteration due at once is claimed for the recording worker; if the answer to
+    # that statement was lost, its repeat must find the same claim (and marker) rather
+    # than leave it to go stale and be recorded as lost.
+    claimant, other = uuid.uuid4(), uuid.uuid4()
+    async with a_runner(database_url) as runner:
+        job, failed = await a_failed_attempt(core_app, engine, runner, cast)
+        record = replace(failed, state=AttemptState.SUCCEEDED, error=None)
+        args = record.args
+        following = Continuation("default", replace(args, loop_iteration=1), delay_ms=0)
+        ending = Ending(release=False)
+        first = await runner.statements.record(record, ending, following, claimant=claimant)
+        again = await runner.statements.record(record, ending, following, claimant=claimant)
+        elsewhere = await runner.statements.record(record, ending, following, claimant=other)
+    assert first.at is not None
+    assert first.adopted is not None
+    assert (again.at, elsewhere) == (None, Recorded(None))
+    assert again.adopted is not None
+    assert again.adopted.queue_job_id == first.adopted.queue_job_id
+    loaded = first.adopted.loaded
+    assert (loaded.started, loaded.prior, loaded.runnable) == (True, None, True)
+    assert loaded.row["id"] == uuid.UUID(job["id"])
+    assert AttemptArgs.from_payload(first.adopted.payload) == following.args
+    async with engine.connect() as conn:
+        [claim] = await queue_jobs(await driver_connection(conn))
+        manager = (await conn.execute(text("SELECT queue_manager_id FROM pgqueuer"))).scalar_one()
+    assert (claim["id"], claim["status"], manager) == (
+        first.adopted.queue_job_id, "picked", claimant,
+    )  # fmt: skip
+    rows = await attempts(engine, job["id"])
+    assert [(row["loop_iteration"], row["state"]) for row in rows] == [
+        (0, "succeeded"),
+        (1, "running"),
+    ]
+    assert rows[1]["queue_job_id"] == first.adopted.queue_job_id
+    stored = await job_row(engine, job["id"])
+    assert stored is not None
+    assert stored["invocations_total"] == 1  # recorded once

@@ -16,6 +16,7 @@ from tests.support.attempts import (
     http_job,
     job_row,
     locks,
+    queue_rows,
     queue_statuses,
     remaining,
     run_now,
@@ -25,6 +26,7 @@ from tests.support.attempts import (
 )
 from tests.support.target import ScriptedResponse, http_target
 from zilean.execution.loop import MAX_ITERATIONS_MESSAGE
+from zilean.execution.payload import AttemptArgs
 
 
 async def test_a_success_records_one_attempt_its_stats_and_counters_in_two_statements(
@@ -94,6 +96,68 @@ async def test_a_countdown_endpoint_loops_until_nothing_remains(
     row = await job_row(engine, job["id"])
     assert row is not None
     assert row["invocations_total"] == 3
+
+
+async def test_a_loop_due_at_once_continues_on_its_worker_without_a_claim_or_a_read(
+    core_app: FastAPI, engine: AsyncEngine, database_url: str, cast: Cast
+) -> None:
+    with http_target() as target:
+        target.respond(remaining(2), remaining(1), remaining(0))
+        job = await http_job(
+            core_app, cast.alice.session, target, loop_enabled=True, loop_delay_ms=0
+        )
+        await run_now(core_app, cast.alice.session, job["id"])
+        async with worker_for(database_url) as worker:
+            await worker.drain(lambda: settled(engine))
+            hot = worker.runner.statements.statements_sent
+    assert len(target.requests) == 3
+    # One read for the first iteration, then one statement per iteration: each recording
+    # claims, reads and starts the next (it was a claim, a read and a recording each).
+    assert hot == 4
+    rows = await attempts(engine, job["id"])
+    assert [(row["loop_iteration"], row["state"]) for row in rows] == [
+        (0, "succeeded"),
+        (1, "succeeded"),
+        (2, "succeeded"),
+    ]
+    assert rows[1]["attempted_at"] == rows[0]["finalized_at"]  # started as it was recorded
+    assert await queue_statuses(engine) == ["finished"] * 3
+    async with engine.connect() as conn:
+        logged = (
+            await conn.execute(
+                text("SELECT job_id, status::text FROM pgqueuer_log ORDER BY job_id, id")
+            )
+        ).all()
+    first = logged[0][0]
+    assert [status for _, status in logged] == ["queued", "picked", "successful"] * 3
+    assert {job_id for job_id, _ in logged} == {first, first + 1, first + 2}
+    assert await locks(engine, job["id"]) == {}
+
+
+async def test_a_stopping_worker_leaves_the_next_iteration_queued_for_another(
+    core_app: FastAPI, engine: AsyncEngine, database_url: str, cast: Cast
+) -> None:
+    with http_target() as target:
+        target.respond(*(remaining(1) for _ in range(5_000)))
+        job = await http_job(
+            core_app, cast.alice.session, target, loop_enabled=True, loop_delay_ms=0,
+            loop_max_iterations=5_000,
+        )  # fmt: skip
+        await run_now(core_app, cast.alice.session, job["id"])
+
+        async def looping() -> bool:
+            return len(await attempts(engine, job["id"])) >= 5
+
+        async with worker_for(database_url) as worker:
+            await worker.drain(looping)
+    rows = await attempts(engine, job["id"])
+    assert {row["state"] for row in rows} == {"succeeded"}  # nothing left running
+    assert len(target.requests) == len(rows)
+    # The iteration after the last recorded one waits in the queue, claimed by nobody.
+    [waiting] = await queue_rows(engine)
+    assert waiting["status"] == "queued"
+    assert AttemptArgs.from_payload(waiting["payload"]).loop_iteration == len(rows)
+    assert set(await locks(engine, job["id"])) == {"0"}  # the run goes on
 
 
 async def test_the_iteration_cap_stops_the_loop_cleanly(

@@ -105,6 +105,7 @@ async def worker_for(
         on_overrun=lambda deliveries: interrupt_overrun(runner, deliveries),
         heartbeat_timeout=heartbeat_timeout,
     )
+    runner.run_continuations_on(consumer)
     stop = asyncio.Event()
     running = asyncio.create_task(consumer.run(stop))
     try:

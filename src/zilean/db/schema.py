@@ -20,7 +20,7 @@ from zilean.loops import wait_for_stop
 
 log = structlog.get_logger(__name__)
 
-HEAD_REVISION = "0014"  # the newest revision in db/migrations/versions
+HEAD_REVISION = "0015"  # the newest revision in db/migrations/versions
 SCHEMA_POLL_INTERVAL = 2.0  # seconds between checks while waiting for core
 
 

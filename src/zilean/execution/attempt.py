@@ -32,10 +32,11 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import psycopg
 import structlog
@@ -51,6 +52,7 @@ from zilean.execution.recording import (
     Continuation,
     Ending,
     LoadedJob,
+    Recorded,
     last_call,
     one_off_completion,
 )
@@ -110,6 +112,16 @@ class Plan:
         return self.continuation is None
 
 
+class Successors(Protocol):
+    """The queue consumer, as the runner sees it when it runs a loop's next iteration
+    itself (`QueueConsumer.claimant`, `QueueConsumer.adopt`)."""
+
+    @property
+    def claimant(self) -> uuid.UUID | None: ...
+
+    def adopt(self, delivery: Delivery, *, replacing: int) -> None: ...
+
+
 class NotRecorded(Exception):
     """The attempt ran but its outcome could not be written within `RECORD_PATIENCE`."""
 
@@ -142,8 +154,16 @@ class AttemptRunner:
         self._callers = dict(callers)
         self._record_patience = record_patience
         self._running: dict[int, _Running] = {}
+        self._successors: Successors | None = None
+        self._adopted: dict[int, LoadedJob] = {}  # queue job id: what its recording read
         self.callbacks = Callbacks(client, default_failure_url)
         self.outbox = Outbox(self.statements.singles)
+
+    def run_continuations_on(self, successors: Successors) -> None:
+        """Let a loop iteration or retry due at once skip the queue: the recording of the
+        attempt before claims it for `successors` (the consumer), reads it and marks it
+        started in the same statement, and `successors` runs it (docs/engine.md)."""
+        self._successors = successors
 
     async def run(self, queued: QueuedAttempt, args: AttemptArgs) -> AttemptState | None:
         """Run one attempt to its recorded end; return its state, or None when skipped.
@@ -154,10 +174,12 @@ class AttemptRunner:
         `NotRecorded` when the outcome could not be written.
         """
         bound = log.bind(job_id=args.job_id, pool_index=args.pool_index, attempt=args.attempt)
-        try:
-            loaded = await self.statements.load(args, queued.queue_job_id, queued.due_at)
-        except psycopg.OperationalError as exc:
-            raise DatabaseUnavailable("the attempt could not read its job") from exc
+        loaded = self._adopted.pop(queued.queue_job_id, None)
+        if loaded is None:
+            try:
+                loaded = await self.statements.load(args, queued.queue_job_id, queued.due_at)
+            except psycopg.OperationalError as exc:
+                raise DatabaseUnavailable("the attempt could not read its job") from exc
         if loaded is None:
             bound.info("attempt skipped", action="attempt.skipped", reason="job deleted")
             return None
@@ -282,7 +304,17 @@ class AttemptRunner:
         if plan.continuation is not None:
             job_type = str(loaded.row["job_type"])
             continuation = Continuation(queue_for(job_type), plan.continuation, plan.delay_ms)
-        written = await self._record(record, ending, continuation)
+        recorded = await self._record(record, ending, continuation)
+        if recorded is not None and recorded.adopted is not None:
+            assert self._successors is not None
+            assert continuation is not None
+            adopted = recorded.adopted
+            self._adopted[adopted.queue_job_id] = adopted.loaded
+            following = Delivery(
+                adopted.queue_job_id, continuation.queue, adopted.loaded.now, adopted.payload, 0
+            )
+            self._successors.adopt(following, replacing=running.queued.queue_job_id)
+        written = None if recorded is None else recorded.at is not None
         log.info(
             "attempt finished",
             action=f"attempt.{plan.state}",
@@ -388,9 +420,8 @@ class AttemptRunner:
 
     async def _record(
         self, record: AttemptRecord, ending: Ending, continuation: Continuation | None
-    ) -> bool | None:
-        """Record the attempt and queue what follows: True when this wrote it, False when
-        it was recorded already, None when it could not be written.
+    ) -> Recorded | None:
+        """Record the attempt and queue what follows; None when it could not be written.
 
         A database hiccup is retried for `record_patience`; only then is it given up,
         so that the queue job is delivered again and recorded as lost.
@@ -398,10 +429,11 @@ class AttemptRunner:
         loop = asyncio.get_running_loop()
         give_up_at = loop.time() + self._record_patience
         wait = 0.1
+        # Taken once: a repeat must claim (or find) what its first try claimed.
+        claimant = None if self._successors is None else self._successors.claimant
         while True:
             try:
-                recorded_at = await self.statements.record(record, ending, continuation)
-                return recorded_at is not None
+                return await self.statements.record(record, ending, continuation, claimant=claimant)
             except psycopg.Error as exc:
                 if loop.time() + wait > give_up_at:
                     log.error(

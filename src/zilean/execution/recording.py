@@ -41,7 +41,12 @@ from psycopg.types.json import Jsonb
 from zilean.execution.batching import StatementBatcher
 from zilean.execution.hot_path import HotConnections, join
 from zilean.execution.payload import AttemptArgs, Trigger
-from zilean.queue_engine.statements import CONTINUATION_CTES
+from zilean.queue_engine.statements import (
+    ADOPTED_BEFORE,
+    ADOPTING_CONTINUATION_CTES,
+    CONTINUATION_CTES,
+    SETTLED_BY_ADOPTION,
+)
 from zilean.registry.kinds import OneOffAfterRun
 from zilean.schedules import ScheduleType
 
@@ -547,7 +552,7 @@ UPDATE scheduled_jobs SET enabled = false, updated_at = now() WHERE id = %(job_i
 # One attempt alone: the same recording without the arrays and sums (about half the
 # server time, which a looping job pays on every iteration). It waits for its job row,
 # which is safe: it holds no other row of a job while it waits.
-_RECORD_ONE = """
+_ONE_RECORDED = """
 WITH job_lock AS MATERIALIZED (
     SELECT id FROM scheduled_jobs WHERE id = %(job_id)s FOR NO KEY UPDATE
 ),
@@ -571,14 +576,15 @@ stats AS (
            failed = bucket.failed + excluded.failed,
            duration_sum_ms = bucket.duration_sum_ms + excluded.duration_sum_ms,
            duration_max_ms = greatest(bucket.duration_max_ms, excluded.duration_max_ms)
-){continuation}
+)"""
+_RECORD_ONE = f"""{_ONE_RECORDED}{{continuation}}
 UPDATE scheduled_jobs job
    SET invocations_total = job.invocations_total + 1,
        invocations_completed = job.invocations_completed + %(completed)s,
-       invocations_failed = job.invocations_failed + %(failed)s{ending}
+       invocations_failed = job.invocations_failed + %(failed)s{{ending}}
  WHERE job.id = %(job_id)s AND job.id IN (SELECT job_id FROM history)
 RETURNING now() AS recorded_at
-"""
+"""  # noqa: S608 (constants only)
 _ONE_CONTINUATION = """,
 continuations AS (
     SELECT %(next_queue)s::text AS next_queue, %(next_payload)s::bytea AS next_payload,
@@ -586,6 +592,69 @@ continuations AS (
       FROM history
 ),"""
 _CONTINUATION_ONE = _ONE_CONTINUATION + CONTINUATION_CTES
+
+
+# One attempt alone whose loop (or retry) continues at once, on a worker that can run
+# the next attempt itself: the recording above, and in the same statement what the next
+# iteration's `LOAD_ONE` would do. Its queue job goes in claimed by this worker (when
+# the job can still run), with its start marker and the member's lock stamp, the
+# recorded attempt's own queue job is settled, and the answer carries what the next
+# attempt reads. A looping job's chain is then one statement
+# and one call per iteration, where it was a claim, a read, a call and a recording.
+# A repeat whose first run's answer was lost (nothing recorded now) finds the queue job
+# that run claimed (`ADOPTED_BEFORE`), so the iteration still runs here. The final
+# SELECT reads the job as the statement began, which is all an attempt reads of it: the
+# recording changes only counters and the lock stamp.
+_RECORD_ONE_ADOPTING = f"""{_ONE_RECORDED},
+gate AS (
+    SELECT job.enabled AND NOT disabled.gated AS runnable, disabled.gated
+      FROM scheduled_jobs job
+{_GATED}     WHERE job.id = %(job_id)s
+),
+continuations AS (
+    SELECT %(next_queue)s::text AS next_queue, %(next_payload)s::bytea AS next_payload,
+           %(next_priority)s::int AS next_priority, 0 AS next_delay_ms,
+           gate.runnable AS adopted
+      FROM history, gate
+),{ADOPTING_CONTINUATION_CTES},{SETTLED_BY_ADOPTION},
+started AS (
+    INSERT INTO job_attempts (job_id, queue_job_id, state, attempt, max_attempts, trigger,
+                              pool_index, loop_iteration, scheduled_at, attempted_at)
+    SELECT %(job_id)s, id, 'running', %(next_attempt)s, %(next_max_attempts)s,
+           %(next_trigger)s, %(next_pool_index)s, %(next_loop_iteration)s, now(), now()
+      FROM queued WHERE adopted
+    RETURNING queue_job_id
+),
+adopted_before AS (
+    SELECT before.id FROM ({ADOPTED_BEFORE}) before
+      JOIN job_attempts marker ON marker.queue_job_id = before.id AND marker.state = 'running'
+     WHERE NOT EXISTS (SELECT 1 FROM history)
+),
+counters AS (
+    UPDATE scheduled_jobs job
+       SET invocations_total = job.invocations_total + 1,
+           invocations_completed = job.invocations_completed + %(completed)s,
+           invocations_failed = job.invocations_failed + %(failed)s,
+           running_since_by_pool = CASE
+               WHEN job.overlap_policy = 'skip' AND EXISTS (SELECT 1 FROM started)
+                    AND NOT {_ONE_MEMBER_FRESH}
+               THEN jsonb_set(job.running_since_by_pool, ARRAY[%(lock_key)s::text],
+                              to_jsonb(now()))
+               ELSE job.running_since_by_pool
+           END
+     WHERE job.id = %(job_id)s AND job.id IN (SELECT job_id FROM history)
+)
+SELECT CASE WHEN EXISTS (SELECT 1 FROM history) THEN now() END AS recorded_at,
+       coalesce((SELECT queue_job_id FROM started), (SELECT id FROM adopted_before))
+           AS adopted_id,
+       {", ".join(f"job.{name}" for name in _JOB_COLUMNS)},
+       gate.gated,
+       now() AS now,
+       NULL::text AS prior_state,
+       true AS started,
+{_VARIABLES}  FROM scheduled_jobs job, gate
+ WHERE job.id = %(job_id)s
+"""  # noqa: S608 (constants only)
 
 
 @cache
@@ -602,11 +671,37 @@ def record_one_sql(release: bool, disable: bool, continues: bool) -> str:
 
 @dataclass(frozen=True)
 class AttemptToRecord:
-    """One attempt's part of a `RECORD`."""
+    """One attempt's part of a `RECORD`; `claimant` is the worker that may run its loop's
+    next iteration itself (`_RECORD_ONE_ADOPTING`), None when it may not."""
 
     record: AttemptRecord
     ending: Ending
     continuation: Continuation | None
+    claimant: uuid.UUID | None = None
+
+    @property
+    def adopting(self) -> bool:
+        follows = self.continuation
+        return self.claimant is not None and follows is not None and follows.delay_ms == 0
+
+
+@dataclass(frozen=True)
+class Adopted:
+    """A loop iteration its predecessor's recording claimed for this worker, already read
+    (as `LOAD_ONE` would) and marked started: the worker runs it without a claim or a read."""
+
+    queue_job_id: int
+    payload: bytes
+    loaded: LoadedJob
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What a recording did: `at` is the database time it was written, None when nothing
+    was (the job is gone, or this queue job's attempt was recorded already)."""
+
+    at: datetime | None
+    adopted: Adopted | None = None
 
 
 def _record_params(batch: Sequence[AttemptToRecord]) -> str:
@@ -633,12 +728,11 @@ def _recorded_item(ord: int, item: AttemptToRecord) -> dict[str, Any]:
     }
 
 
-def _recorded_at(row: Mapping[str, Any]) -> datetime:
-    value: datetime = row["recorded_at"]
-    return value
+def _recorded(row: Mapping[str, Any]) -> Recorded:
+    return Recorded(row["recorded_at"])
 
 
-async def _record_one(hot: HotConnections, item: AttemptToRecord) -> datetime | None:
+async def _record_one(hot: HotConnections, item: AttemptToRecord) -> Recorded:
     record, continuation = item.record, item.continuation
     succeeded = record.state is AttemptState.SUCCEEDED
     params: dict[str, Any] = {
@@ -660,11 +754,30 @@ async def _record_one(hot: HotConnections, item: AttemptToRecord) -> datetime | 
             "next_priority": continuation.args.priority,
             "next_delay_ms": continuation.delay_ms,
         }
+    if item.adopting:
+        assert continuation is not None
+        follows = continuation.args
+        params |= {
+            "claimant": item.claimant,
+            "next_attempt": follows.attempt,
+            "next_max_attempts": follows.max_attempts,
+            "next_trigger": str(follows.trigger),
+            "next_pool_index": follows.pool_index,
+            "next_loop_iteration": follows.loop_iteration,
+        }
+        row = await hot.fetch_first(_RECORD_ONE_ADOPTING, params)
+        if row is None:
+            return Recorded(None)
+        adopted_id = row["adopted_id"]
+        if adopted_id is None:
+            return Recorded(row["recorded_at"])
+        adopted = Adopted(int(adopted_id), params["next_payload"], _loaded(row))
+        return Recorded(row["recorded_at"], adopted)
     sql = record_one_sql(
         item.ending.release, item.ending.one_off is OneOffAfterRun.KEEP, continuation is not None
     )
     row = await hot.fetch_first(sql, params)
-    return None if row is None else row["recorded_at"]
+    return Recorded(None if row is None else row["recorded_at"])
 
 
 async def _send(
@@ -754,7 +867,7 @@ class AttemptStatements:
             max_batch=max_batch,
             max_in_flight=max_in_flight,
         )
-        self.records: StatementBatcher[AttemptToRecord, datetime | None] = StatementBatcher(
+        self.records: StatementBatcher[AttemptToRecord, Recorded | None] = StatementBatcher(
             lambda batch: _send(
                 recording_singles,
                 recording_batches,
@@ -762,7 +875,7 @@ class AttemptStatements:
                 one=_record_one,
                 sql=RECORD,
                 params=_record_params,
-                result=_recorded_at,
+                result=_recorded,
             ),
             max_batch=max_batch,
             max_in_flight=max_in_flight,
@@ -798,18 +911,23 @@ class AttemptStatements:
         record: AttemptRecord,
         ending: Ending,
         continuation: Continuation | None = None,
-    ) -> datetime | None:
+        *,
+        claimant: uuid.UUID | None = None,
+    ) -> Recorded:
         """Finish the attempt's history row, add its stats and counters, apply `ending`,
         and queue `continuation` (due `delay_ms` after the recording time).
 
-        Idempotent per queue job. Return the database time it was recorded at, or None
-        when the job no longer exists or this queue job's attempt was already recorded
-        (nothing is written or queued then).
+        Idempotent per queue job. `Recorded.at` is None when the job no longer exists or
+        this queue job's attempt was already recorded (nothing is written or queued then).
+        With a `claimant`, a continuation due at once that is recorded by itself (no other
+        recording shares its statement) is claimed for that worker and returned as
+        `Recorded.adopted`, which the claimant must then run.
         """
         if ending.one_off is OneOffAfterRun.DELETE:
             row = await self.singles.fetch_first(RECORD_DELETING, {"job_id": record.job_id})
-            return None if row is None else row["recorded_at"]
-        return await self.records.submit(AttemptToRecord(record, ending, continuation))
+            return Recorded(None if row is None else row["recorded_at"])
+        item = AttemptToRecord(record, ending, continuation, claimant)
+        return await self.records.submit(item) or Recorded(None)
 
     async def release(self, args: AttemptArgs) -> dict[str, Any] | None:
         """Give the member's lock back; return the job's name, timeout, failure URL and

@@ -135,6 +135,7 @@ class QueueConsumer:
         self._running: dict[int, Delivery] = {}
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._ended: list[_Ended] = []
+        self._handed_over: set[int] = set()  # handlers whose slot went to an adopted job
         self._wake = asyncio.Event()
         self._stopping = False
         self.started = asyncio.Event()  # set once the first loop listens
@@ -145,6 +146,29 @@ class QueueConsumer:
     def running(self) -> list[Delivery]:
         """The deliveries whose handler is running now."""
         return list(self._running.values())
+
+    @property
+    def claimant(self) -> uuid.UUID | None:
+        """The id this worker's claims carry, for a handler that claims a queue job itself
+        (`adopt`); None once stopping, when nothing new may start."""
+        return None if self._stopping else self._worker_id
+
+    def adopt(self, delivery: Delivery, *, replacing: int) -> None:
+        """Run `delivery`, a queue job a handler inserted already claimed by `claimant`.
+
+        It is then one of this worker's claims like any other: heart-beaten, settled by a
+        turn when its handler ends, drained on stop. It takes the slot of the handler of
+        queue job `replacing`, which is about to end and whose queue job the adopting
+        statement settled itself: that end is neither written nor woken for.
+        """
+        self._handed_over.add(replacing)
+        self._run_handler(delivery)
+
+    def _run_handler(self, delivery: Delivery) -> None:
+        self._running[delivery.queue_job_id] = delivery
+        self._tasks[delivery.queue_job_id] = asyncio.create_task(
+            self._deliver(delivery), name=f"zilean-queue-job-{delivery.queue_job_id}"
+        )
 
     async def run(self, stop: asyncio.Event) -> None:
         """Consume until `stop` is set, then drain (see the module docstring)."""
@@ -196,7 +220,7 @@ class QueueConsumer:
     async def _turn(self, driver: ResilientDriver) -> float | None:
         """Write the ends so far and claim what there is room for; return when to turn again
         (the event loop's clock; None: when a handler ends or a notification comes)."""
-        free = 0 if self._stopping else self._concurrency - len(self._running)
+        free = 0 if self._stopping else max(0, self._concurrency - len(self._running))
         if free == 0 and not self._ended:
             return None
         ended, self._ended = self._ended, []
@@ -290,16 +314,16 @@ class QueueConsumer:
             payload=payload or b"",
             retries=int(str(row["attempts"])),
         )
-        self._running[delivery.queue_job_id] = delivery
-        self._tasks[delivery.queue_job_id] = asyncio.create_task(
-            self._deliver(delivery), name=f"zilean-queue-job-{delivery.queue_job_id}"
-        )
+        self._run_handler(delivery)
 
     async def _deliver(self, delivery: Delivery) -> None:
         end: _Ended | None = None
+        handed_over = False
         try:
             await self._handler(delivery)
-            end = _Ended(delivery.queue_job_id, ENDED_FINISHED)
+            handed_over = delivery.queue_job_id in self._handed_over
+            if not handed_over:
+                end = _Ended(delivery.queue_job_id, ENDED_FINISHED)
         except RetryLater as retry:
             await self._retry(delivery, retry)
         except asyncio.CancelledError:
@@ -313,11 +337,13 @@ class QueueConsumer:
             )
             end = _Ended(delivery.queue_job_id, ENDED_FAILED, _traceback_record(delivery, exc))
         finally:
+            self._handed_over.discard(delivery.queue_job_id)
             self._running.pop(delivery.queue_job_id, None)
             self._tasks.pop(delivery.queue_job_id, None)
             if end is not None:
                 self._ended.append(end)
-            self._wake.set()
+            if not handed_over:  # a slot is free
+                self._wake.set()
 
     async def _retry(self, delivery: Delivery, retry: RetryLater) -> None:
         driver = self.driver

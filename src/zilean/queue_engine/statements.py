@@ -129,6 +129,55 @@ queued_log AS (
     SELECT id, 'queued', entrypoint, priority FROM queued
 )"""
 
+# The same, for a continuation the recording worker may run itself (a loop iteration or
+# retry due at once): `continuations` also has `adopted`, and an adopted one goes in
+# claimed by `%(claimant)s`, its heartbeat fresh, logged as queued and then picked, exactly as a
+# claim by `CLAIM` would leave it; so a worker that dies running it is covered like any
+# other claim (re-picked after the heartbeat timeout). `queued` returns `adopted`.
+ADOPTING_CONTINUATION_CTES = """
+queued AS (
+    INSERT INTO pgqueuer (priority, entrypoint, payload, execute_after, status,
+                          queue_manager_id)
+    SELECT next_priority, next_queue, next_payload,
+           now() + next_delay_ms * interval '1 millisecond',
+           CASE WHEN adopted THEN 'picked' ELSE 'queued' END::pgqueuer_status,
+           CASE WHEN adopted THEN %(claimant)s::uuid END
+      FROM continuations
+    RETURNING id, entrypoint, priority, status = 'picked' AS adopted
+),
+queued_log AS (
+    INSERT INTO pgqueuer_log (job_id, status, entrypoint, priority)
+    SELECT id, 'queued'::pgqueuer_status, entrypoint, priority FROM queued
+    UNION ALL
+    SELECT id, 'picked'::pgqueuer_status, entrypoint, priority FROM queued WHERE adopted
+)"""
+
+# The queue job `%(queue_job_id)s` whose handler adopted its continuation, settled in the
+# same statement as a turn would settle it (deleted, logged as finished), when this
+# worker still holds it; one that another worker took over is that worker's to settle.
+# Either way the consumer has nothing left to write for it.
+SETTLED_BY_ADOPTION = """
+settled AS (
+    DELETE FROM pgqueuer
+     WHERE id = %(queue_job_id)s AND queue_manager_id = %(claimant)s::uuid
+       AND EXISTS (SELECT 1 FROM queued WHERE adopted)
+    RETURNING id, entrypoint, priority
+),
+settled_log AS (
+    INSERT INTO pgqueuer_log (job_id, status, entrypoint, priority)
+    SELECT id, 'successful', entrypoint, priority FROM settled
+)"""
+
+# The claimed continuation an earlier run of the adopting recording left, when a repeat
+# of that statement (its answer was lost) finds the attempt recorded already: the same
+# queue job, still held by `%(claimant)s`, so the worker can still run it rather than let
+# it go stale and be recorded as lost. Read only when nothing was recorded.
+ADOPTED_BEFORE = """
+SELECT id FROM pgqueuer
+ WHERE entrypoint = %(next_queue)s::text AND status = 'picked'
+   AND queue_manager_id = %(claimant)s::uuid AND payload = %(next_payload)s::bytea
+"""
+
 
 # The consumer's one statement per turn (`consumer.py`): it settles the queue jobs whose
 # handlers ended since the last turn (finished ones deleted, failed ones held, each

@@ -161,6 +161,7 @@ async def _consume(
         on_overrun=lambda deliveries: interrupt_overrun(runner, deliveries),
         soft_stop=SOFT_STOP,
     )
+    runner.run_continuations_on(consumer)
     try:
         await consumer.run(stop)
     finally:
