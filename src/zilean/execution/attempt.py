@@ -117,6 +117,9 @@ class Successors(Protocol):
     itself (`QueueConsumer.claimant`, `QueueConsumer.adopt`)."""
 
     @property
+    def queue(self) -> str: ...
+
+    @property
     def claimant(self) -> uuid.UUID | None: ...
 
     def adopt(self, delivery: Delivery, *, replacing: int) -> None: ...
@@ -429,8 +432,12 @@ class AttemptRunner:
         loop = asyncio.get_running_loop()
         give_up_at = loop.time() + self._record_patience
         wait = 0.1
-        # Taken once: a repeat must claim (or find) what its first try claimed.
-        claimant = None if self._successors is None else self._successors.claimant
+        # Taken once: a repeat must claim (or find) what its first try claimed. Only for
+        # this worker's own queue: a row edited to another job type goes to its workers.
+        successors = self._successors
+        claimant = None
+        if successors is not None and continuation is not None:
+            claimant = successors.claimant if continuation.queue == successors.queue else None
         while True:
             try:
                 return await self.statements.record(record, ending, continuation, claimant=claimant)

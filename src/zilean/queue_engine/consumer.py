@@ -148,6 +148,10 @@ class QueueConsumer:
         return list(self._running.values())
 
     @property
+    def queue(self) -> str:
+        return self._queue
+
+    @property
     def claimant(self) -> uuid.UUID | None:
         """The id this worker's claims carry, for a handler that claims a queue job itself
         (`adopt`); None once stopping, when nothing new may start."""
