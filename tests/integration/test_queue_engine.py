@@ -177,9 +177,10 @@ async def test_the_schema_is_pgqueuers_own_but_for_the_per_queue_notify_triggers
 async def test_only_inserts_and_requeues_notify_the_queue_channel(
     engine: AsyncEngine, database_url: str
 ) -> None:
-    """Claims, heartbeats and deletions make nothing due: their statements notify nobody
-    (revisions 0009 and 0014). Notifications arrive in commit order, so the insert that
-    ends the sequence shows that nothing came before it but what the test expects."""
+    """Claims, heartbeats, deletions and inserts made already claimed make nothing due:
+    their statements notify nobody (revisions 0009, 0014 and 0015). Notifications arrive
+    in commit order, so the re-queue that ends the sequence shows that nothing came
+    before it but what the test expects."""
     listener = await psycopg.AsyncConnection.connect(libpq_url(database_url), autocommit=True)
     try:
         await listener.execute(f'LISTEN "{channel_for("default")}"')
@@ -195,7 +196,14 @@ async def test_only_inserts_and_requeues_notify_the_queue_channel(
             await raw.execute("UPDATE pgqueuer SET heartbeat = now() WHERE id = %s", (claimed,))
             assert await cancel_waiting(raw, waiting)
             await raw.execute("DELETE FROM pgqueuer WHERE id = %s", (claimed,))
-        await insert(engine, NewQueueJob("default", b"z"))
+            cursor = await raw.execute(
+                "INSERT INTO pgqueuer (priority, entrypoint, payload, status, queue_manager_id) "
+                "VALUES (1, 'default', 'w', 'picked', gen_random_uuid()) RETURNING id"
+            )
+            adopted = await cursor.fetchone()
+        async with engine.begin() as conn:
+            raw = await driver_connection(conn)
+            await raw.execute("UPDATE pgqueuer SET status = 'queued' WHERE id = %s", adopted)
         operations = []
         async with asyncio.timeout(10.0):
             async for notice in listener.notifies():
@@ -204,7 +212,7 @@ async def test_only_inserts_and_requeues_notify_the_queue_channel(
                     break
     finally:
         await listener.close()
-    assert operations == ["insert", "insert"]  # the first insert's, then the last one's
+    assert operations == ["insert", "update"]  # the first insert's, then the re-queue's
 
 
 # --- Consuming ---------------------------------------------------------------------
