@@ -2,15 +2,17 @@
 a 40-second outage and half-open connections.
 
 Each test runs its own embedded Postgres (never the session's shared one), a `zilean
-worker` subprocess against it, and a producer queueing about five fast HTTP attempts a
-second, spread over a few jobs. What each checks, as `docs/faults.md` states it:
+worker` subprocess against it, a producer queueing about five fast HTTP attempts a
+second, spread over a few jobs, and one job looping with `loop_delay_ms: 0` whose
+endpoint answers in `LOOP_CALL` (each iteration is claimed by the recording of the one
+before, `docs/engine.md`). What each checks, as `docs/faults.md` states it:
 
 - work resumes: attempts are recorded again within `RECOVERY_BOUND` of the fault's end
   (of its start, for a half-open connection, which never ends by itself), with no
   process restart (except after SIGKILL, where a new worker is started);
 - nothing is lost or stuck: `SETTLE_BOUND` after producing stops, no queue job waits or
   runs and no attempt is left `running`;
-- no recorded attempt's call is made twice: the target never receives more requests
+- no recorded attempt's call is made twice: the targets never receive more requests
   than there are attempt rows (a call repeated for one queue job would add a request
   and no row).
 """
@@ -34,8 +36,13 @@ import pytest
 from sqlalchemy import func, insert, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
 from tests.support.cli import RunningProcess, base_environment, spawn_cli
+from tests.support.servers import live_server
 from tests.support.target import HttpTarget, http_target
 from zilean.db.embedded import embedded_postgres
 from zilean.db.engine import create_engine, driver_connection
@@ -57,6 +64,7 @@ RECOVERY_BOUND = 15.0  # seconds until attempts are recorded again
 SETTLE_BOUND = 30.0
 OUTAGE = 40.0  # seconds Postgres is down in the outage test
 FREEZE = 25.0  # seconds the worker's backends stay frozen in the half-open test
+LOOP_CALL = 0.05  # seconds the looping job's endpoint takes: about 20 iterations a second
 
 
 @contextmanager
@@ -77,11 +85,59 @@ class Stream:
     env: dict[str, str]
     processes: contextlib.ExitStack
 
+    loop: LoopTarget
+
     def kill_and_replace(self) -> None:
         """SIGKILL the worker mid-stream and start another in its place."""
         self.worker.stop(signal.SIGKILL)
         self.worker = self.processes.enter_context(spawn_cli(["worker"], self.env))
         self.worker.wait_for("queue.listening", timeout=30)
+
+
+class LoopTarget:
+    """The looping job's endpoint: asks for more until `finish`, then for nothing."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self._looping = True
+
+    def finish(self) -> None:
+        self._looping = False
+
+    async def _handle(self, request: Request) -> Response:
+        self.requests += 1
+        await asyncio.sleep(LOOP_CALL)
+        remaining = 1 if self._looping else 0
+        return Response(f'{{"result": {{"remaining": {remaining}}}}}')
+
+    def app(self) -> Starlette:
+        return Starlette(routes=[Route("/loop", self._handle)])
+
+
+async def _start_loop(engine: AsyncEngine, url: str) -> None:
+    """Create the looping job and queue its first iteration."""
+    job_id = uuid.uuid4()
+    async with engine.begin() as conn:
+        await conn.execute(
+            insert(scheduled_jobs),
+            [
+                {
+                    "id": job_id,
+                    "name": "looping",
+                    "job_type": "http",
+                    "url": url,
+                    "exec_timeout_ms": 2_000,
+                    "overlap_policy": "skip",
+                    "loop_enabled": True,
+                    "loop_delay_ms": 0,
+                    "loop_max_iterations": 100_000,
+                    "retry_base_delay_ms": 100,
+                    "retry_max_attempts": 10,
+                }
+            ],
+        )
+        args = AttemptArgs(job_id=str(job_id), loop_iteration=0, pool_index=0, max_attempts=10)
+        await enqueue_attempts(conn, job_id=job_id, job_type="http", members=[args])
 
 
 async def _http_jobs(engine: AsyncEngine, url: str) -> list[uuid.UUID]:
@@ -162,23 +218,47 @@ async def steady_stream(url: str) -> AsyncIterator[Stream]:
     stop = asyncio.Event()
     env = base_environment(DATABASE_URL=url, SETTINGS_ENCRYPTION_KEY=KEY)
     producing: asyncio.Task[None] | None = None
+    loop = LoopTarget()
     try:
-        with http_target() as target, contextlib.ExitStack() as processes:
+        with (
+            http_target() as target,
+            live_server(loop.app()) as loop_url,
+            contextlib.ExitStack() as processes,
+        ):
             worker = processes.enter_context(spawn_cli(["worker"], env))
             worker.wait_for("queue.listening", timeout=30)
             job_ids = await _http_jobs(engine, f"{target.base_url}/work")
+            await _start_loop(engine, f"{loop_url}/loop")
             producing = asyncio.create_task(_produce(engine, job_ids, stop))
             started = time.time()
             await _within(10.0, lambda: _has_recorded(engine, started))
-            stream = Stream(engine, target, worker, env, processes)
+            stream = Stream(engine, target, worker, env, processes, loop)
             yield stream
             stop.set()
+            loop.finish()
             await producing
             await _within(SETTLE_BOUND, lambda: _settled(engine))
             async with engine.connect() as conn:
                 rows = await conn.scalar(select(func.count()).select_from(job_attempts))
+                looped = (
+                    (
+                        await conn.execute(
+                            select(job_attempts.c.state)
+                            .join(scheduled_jobs, scheduled_jobs.c.id == job_attempts.c.job_id)
+                            .where(scheduled_jobs.c.name == "looping")
+                            .order_by(job_attempts.c.id)
+                        )
+                    )
+                    .scalars()
+                    .all()
+                )
             assert rows
-            assert len(target.requests) <= rows, "a recorded attempt's call was made twice"
+            # The loop went on through the fault (an iteration lost in it is retried) and
+            # ended when its endpoint said so.
+            assert len(looped) >= 2
+            assert looped[-1] == "succeeded"
+            calls = len(target.requests) + loop.requests
+            assert calls <= rows, "a recorded attempt's call was made twice"
             # Recovered in-process (after SIGKILL: the replacement did).
             assert stream.worker.process.poll() is None, stream.worker.output
     finally:
