@@ -20,6 +20,11 @@ Here each turn is one statement (`statements.CLAIM`):
   a job due, never for claims, heartbeats or deletions.
 - **Heartbeats.** One statement every `heartbeat_timeout / 3` refreshes every running
   claim, so no other worker re-picks a job that still runs however long it takes.
+- **Adoption.** A handler may insert a queue job already claimed with `claimant` (a loop
+  iteration due at once, inserted by its predecessor's recording) and hand it over with
+  `adopt`: it runs in the adopting handler's slot, and from then on is a claim like any
+  other. The adopting statement settles the adopter's own queue job, so its end is
+  neither written nor woken for.
 - **Connections.** `ResilientDriver` replaces any connection that breaks, re-attaches
   LISTEN, and severs half-open ones; a turn never sees a connection fault.
 - **Supervision.** A turn that fails anyway (a bug, a schema that is not there) ends the
