@@ -225,6 +225,7 @@ class AttemptRunner:
         with an unknown outcome. An attempt that finishes meanwhile keeps its own record.
         """
         for queue_job_id in queue_job_ids:
+            self._adopted.pop(queue_job_id, None)  # adopted, never started: lost on re-pick
             running = self._running.pop(queue_job_id, None)
             if running is None:
                 continue

@@ -599,8 +599,8 @@ _CONTINUATION_ONE = _ONE_CONTINUATION + CONTINUATION_CTES
 # iteration's `LOAD_ONE` would do. Its queue job goes in claimed by this worker (when
 # the job can still run), with its start marker and the member's lock stamp, the
 # recorded attempt's own queue job is settled, and the answer carries what the next
-# attempt reads. A looping job's chain is then one statement
-# and one call per iteration, where it was a claim, a read, a call and a recording.
+# attempt reads. A looping job's chain is then one statement and one call per
+# iteration, where it was a claim, a read, a call, a recording and a settle.
 # A repeat whose first run's answer was lost (nothing recorded now) finds the queue job
 # that run claimed (`ADOPTED_BEFORE`), so the iteration still runs here. The final
 # SELECT reads the job as the statement began, which is all an attempt reads of it: the

@@ -15,9 +15,10 @@ Here each turn is one statement (`statements.CLAIM`):
   handlers to end (`_gather`), so a steady stream still claims and settles in batches.
 - **Timing.** A turn that claims fewer jobs than it asked for also says when the next job
   falls due and when the oldest other claim goes stale; the consumer sleeps exactly that
-  long. Notifications wake it before that: the triggers (revisions 0009 and 0014) send
-  them on this queue's channel for inserts and re-queues only, the changes that can make
-  a job due, never for claims, heartbeats or deletions.
+  long. Notifications wake it before that: the triggers (revisions 0009, 0014 and 0015)
+  send them on this queue's channel only for jobs inserted or re-queued as waiting, the
+  changes that can make a job due; never for claims, heartbeats, deletions or a job
+  inserted already claimed.
 - **Heartbeats.** One statement every `heartbeat_timeout / 3` refreshes every running
   claim, so no other worker re-picks a job that still runs however long it takes.
 - **Adoption.** A handler may insert a queue job already claimed with `claimant` (a loop

@@ -131,9 +131,11 @@ queued_log AS (
 
 # The same, for a continuation the recording worker may run itself (a loop iteration or
 # retry due at once): `continuations` also has `adopted`, and an adopted one goes in
-# claimed by `%(claimant)s`, its heartbeat fresh, logged as queued and then picked, exactly as a
-# claim by `CLAIM` would leave it; so a worker that dies running it is covered like any
-# other claim (re-picked after the heartbeat timeout). `queued` returns `adopted`.
+# claimed by `%(claimant)s`, its heartbeat fresh, logged as queued and then picked,
+# exactly as a claim by `CLAIM` would leave it; so a worker that dies running it is
+# covered like any other claim (re-picked after the heartbeat timeout). `queued`
+# returns `adopted`. (Not one template with `CONTINUATION_CTES`: that one is also
+# embedded in the batched recording, whose placeholders are `$n`, not `%(name)s`.)
 ADOPTING_CONTINUATION_CTES = """
 queued AS (
     INSERT INTO pgqueuer (priority, entrypoint, payload, execute_after, status,
