@@ -7,6 +7,7 @@ from a migrated template, so tests see real behaviour and never share rows.
 
 from __future__ import annotations
 
+import gc
 import itertools
 import os
 import tempfile
@@ -85,6 +86,24 @@ async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
     engine = create_engine(database_url)
     yield engine
     await engine.dispose()
+
+
+@pytest.fixture
+def frozen_heap() -> Iterator[None]:
+    """Keep the test process's garbage collector from pausing a timed test.
+
+    Late in the suite this process holds a few hundred thousand objects, and one full
+    collection of them stops every thread (the in-process worker's and the target's)
+    for 250-350 ms: far more than the lateness a timing test allows, and nothing a
+    worker process pays, since workers freeze their own start-up heap
+    (`services/heap.py`). Frozen here, a collection covers only what the test makes.
+    """
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -17,6 +18,8 @@ from tests.support.attempts import attempts, http_job, remaining, run_now, settl
 from tests.support.target import ScriptedResponse, http_target
 
 TOLERANCE = 0.050  # seconds a gap may exceed what the row says
+
+pytestmark = pytest.mark.usefixtures("frozen_heap")
 
 
 def gaps(received: list[float]) -> list[float]:

@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
+import pytest
 from pgqueuer.adapters.persistence.qb import (
     QueryBuilderEnvironment,
     QueryQueueBuilder,
@@ -238,6 +239,7 @@ async def test_a_consumer_is_woken_by_the_insert_and_gets_the_payload(
     assert await states(engine) == [QueueJobState.FINISHED]
 
 
+@pytest.mark.usefixtures("frozen_heap")
 async def test_a_deferred_job_starts_at_its_due_time(
     engine: AsyncEngine, database_url: str
 ) -> None:

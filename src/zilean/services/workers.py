@@ -14,6 +14,7 @@ from zilean.db.urls import libpq_url
 from zilean.execution.queues import SERVICE_QUEUES
 from zilean.monitoring.sampling import sampling
 from zilean.monitoring.script_workers import HostChecks, host_checks, run_status_reports
+from zilean.services.heap import freeze_startup_heap
 from zilean.services.signals import SOFT_STOP, stop_on_signals
 
 if TYPE_CHECKING:
@@ -162,6 +163,7 @@ async def _consume(
         soft_stop=SOFT_STOP,
     )
     runner.run_continuations_on(consumer)
+    freeze_startup_heap()
     try:
         await consumer.run(stop)
     finally:
