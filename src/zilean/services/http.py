@@ -11,7 +11,6 @@ from typing import Any
 import uvicorn
 
 from zilean.config import ListenAddress
-from zilean.services.heap import freeze_startup_heap
 
 ASGIApp = Callable[[Any, Any, Any], Awaitable[None]]
 MAX_HEADER_BYTES = 64 * 1024
@@ -62,7 +61,6 @@ def build_server(app: ASGIApp, host: str, port: int) -> Server:
 async def serve(app: ASGIApp, listen: ListenAddress) -> None:
     """Serve until a signal asks us to stop; exit non-zero when the port cannot be bound."""
     server = build_server(app, listen.host or "0.0.0.0", listen.port)  # noqa: S104
-    freeze_startup_heap()
     await server.serve()
     if not server.started:
         raise SystemExit(1)

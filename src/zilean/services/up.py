@@ -54,7 +54,6 @@ from zilean.jobkinds.script.runtimes import report_unavailable
 from zilean.logs import LOG_FILE_VARIABLE, LOG_LEVEL_VARIABLE, configure_logging
 from zilean.mcp.app import create_mcp_app
 from zilean.services.core import prepare_core
-from zilean.services.heap import freeze_startup_heap
 from zilean.services.http import Server, build_server
 from zilean.services.origin import Origin, OriginApps
 from zilean.services.supervisor import ChildSpec, Supervisor
@@ -292,7 +291,6 @@ async def _serve(options: UpOptions, env: dict[str, str], listener: socket.socke
             webhook=create_webhook_app(webhook, engine),
         )
         server = build_server(Origin(apps), options.host, options.port)
-        freeze_startup_heap()
         await supervisor.start()
         announce = asyncio.create_task(_announce_ready(server, options, engine, admin))
         try:
