@@ -46,6 +46,9 @@ from zilean.scheduler import SchedulerService
 
 FAIL = ScriptedResponse(500, b"upstream exploded")
 NO_RETRY = {"retry_enabled": False}
+# An alarm window in minutes that still counts a run made just before a minute turned:
+# a window of 1 is the current minute's bucket alone, empty again once it turns.
+WINDOW_ACROSS_A_MINUTE = 2
 
 
 async def outbox_empty(engine: AsyncEngine) -> bool:
@@ -306,7 +309,12 @@ async def test_an_invocation_alarm_notifies_on_breach_and_recovery_only(
         async with client_for(core_app, cast.alice.session) as alice:
             alarm = (
                 await alice.post(
-                    base, json={"metric": "total", "threshold": 2, "window_minutes": 1}
+                    base,
+                    json={
+                        "metric": "total",
+                        "threshold": 2,
+                        "window_minutes": WINDOW_ACROSS_A_MINUTE,
+                    },
                 )
             ).json()
         async with worker_for(database_url) as worker, notifier_for(engine) as notifier:
@@ -341,14 +349,14 @@ async def test_an_invocation_alarm_notifies_on_breach_and_recovery_only(
     )
     assert {k: up[k] for k in alarm_keys} == {
         "alarm_state": "breached", "alarm_metric": "total", "alarm_count": "2",
-        "alarm_threshold": "2", "alarm_window_minutes": "1",
+        "alarm_threshold": "2", "alarm_window_minutes": "2",
     }  # fmt: skip
     assert (down["alarm_state"], down["alarm_count"]) == ("ok", "0")
     assert hooks.at("/alarm")[0].headers["x-zilean-event"] == "invocation_alarm"
     titles = [json.loads(r.body)["title"] for r in chat.requests]
     assert titles == ["Zilean: invocation alarm breached", "Zilean: invocation alarm recovered"]
     assert json.loads(chat.requests[0].body)["message"] == (
-        "busy had 2 invocations in the last 1 minutes (alarm at >= 2)."
+        "busy had 2 invocations in the last 2 minutes (alarm at >= 2)."
     )
 
 
@@ -459,7 +467,7 @@ async def test_only_the_leading_core_evaluates_alarms_on_its_interval(
         async with client_for(core_app, cast.alice.session) as alice:
             created = await alice.post(
                 f"/api/jobs/{job['id']}/alarms",
-                json={"metric": "total", "threshold": 1, "window_minutes": 1},
+                json={"metric": "total", "threshold": 1, "window_minutes": WINDOW_ACROSS_A_MINUTE},
             )
         assert created.status_code == 201, created.text
         leading = False

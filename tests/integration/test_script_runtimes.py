@@ -125,9 +125,13 @@ def test_groovy_gets_its_java_home_and_heap_ceiling() -> None:
     assert "-XX:MaxRAMPercentage=" in interpreter.environment["JAVA_OPTS"]
 
 
-def local_grape_repository(root: Path) -> Path:
+def local_grape_repository(root: Path, java_home: str) -> Path:
     """Build a Maven repository holding `zileantest:greeter:1.0`, and the Ivy settings
-    that make Grape resolve from it alone; return the settings file."""
+    that make Grape resolve from it alone; return the settings file.
+
+    `groovyc` runs on the Java the runtime found: Debian's script otherwise looks only
+    in `/usr/lib/jvm/default-java`, which a machine whose Java did not come from
+    `default-jre-headless` lacks."""
     sources, classes = root / "src" / "zileantest", root / "classes"
     sources.mkdir(parents=True)
     (sources / "Greeter.groovy").write_text(
@@ -137,6 +141,7 @@ def local_grape_repository(root: Path) -> Path:
     assert groovyc is not None, "Debian's groovy package ships groovyc"
     subprocess.run(
         [groovyc, "-d", str(classes), str(sources / "Greeter.groovy")],
+        env={**os.environ, "JAVA_HOME": java_home},
         capture_output=True,
         timeout=RUN_TIMEOUT,
         check=True,
@@ -162,7 +167,9 @@ def local_grape_repository(root: Path) -> Path:
 def test_groovy_refuses_grab_even_when_java_opts_ask_for_grape(tmp_path: Path) -> None:
     interpreter = installed(JobType.GROOVY)
     assert GROOVY_NO_GRAPE in interpreter.argv
-    settings = local_grape_repository(tmp_path / "grapes-source")
+    settings = local_grape_repository(
+        tmp_path / "grapes-source", interpreter.environment["JAVA_HOME"]
+    )
     cache = tmp_path / "grape-cache"
     java_opts = f"-Dgrape.root={cache} -Dgrape.config={settings}"
     body = "@Grab('zileantest:greeter:1.0')\nimport zileantest.Greeter\nprintln Greeter.hello()"
