@@ -94,7 +94,7 @@ def frozen_heap() -> Iterator[None]:
 
     Late in the suite this process holds a few hundred thousand objects, and one full
     collection of them stops every thread (the in-process worker's and the target's)
-    for 250-350 ms: far more than the lateness a timing test allows, and nothing a
+    for 236-361 ms: far more than the lateness a timing test allows, and nothing a
     worker process pays, since a worker freezes its own start-up heap
     (`services/heap.py`). Frozen here, a collection covers only what the test makes.
     """

@@ -17,12 +17,20 @@ from __future__ import annotations
 
 import gc
 
+_frozen = False  # this process's heap was frozen already
+
 
 def freeze_startup_heap() -> None:
     """Collect start-up's garbage, then exempt everything still alive from collection.
 
-    Call once, when start-up is done and before the service takes work. What is frozen
-    is never freed, so only objects meant to live as long as the process may exist then.
+    Call when start-up is done and before the worker takes work. Only the first call in
+    a process freezes: `zilean up` runs several script workers in one process, and a
+    later one's call would freeze what the others' running attempts hold, which would
+    then never be freed.
     """
+    global _frozen
+    if _frozen:
+        return
+    _frozen = True
     gc.collect()
     gc.freeze()
