@@ -49,11 +49,23 @@ class CpuMeter:
     def start(self) -> tuple[float, dict[str, dict[int, float]]]:
         return time.monotonic(), {name: _cpu_seconds(get()) for name, get in self.groups.items()}
 
-    def stop(self, started: tuple[float, dict[str, dict[int, float]]], items: int = 0) -> None:
+    def stop(
+        self,
+        started: tuple[float, dict[str, dict[int, float]]],
+        items: int = 0,
+        *,
+        busy: float | None = None,
+    ) -> None:
         """Add the CPU used since `started` by processes alive at both ends, for `items`
-        units of work (attempts, iterations) done in between."""
+        units of work (attempts, iterations) done in between.
+
+        `busy` is how long the work itself took, by its own timestamps (seconds): the
+        shares are then CPU over that time. Without it they are over the whole window,
+        which also holds the poll that noticed the work had ended, idle time that reads
+        a tenth or more of a short round and makes every process look less busy.
+        """
         began, before = started
-        self._wall += time.monotonic() - began
+        self._wall += time.monotonic() - began if busy is None else busy
         self._items += items
         for name, get in self.groups.items():
             after = _cpu_seconds(get())

@@ -89,9 +89,9 @@ async def run_batch(
         return recorded >= queued
 
     await wait_until(done, within=RUN_TIMEOUT, what=f"{queued} recorded attempts")
-    if meter is not None and started is not None:
-        meter.stop(started, queued)
     elapsed = (await last_recorded_at(engine, watermark) - committed).total_seconds()
+    if meter is not None and started is not None:
+        meter.stop(started, queued, busy=elapsed)
     return queued / elapsed
 
 
@@ -170,9 +170,10 @@ async def _measure(
         await alternative.wait_for_successes(
             alternative_engine, bare, after, total, within=RUN_TIMEOUT
         )
-        meters["alternative"].stop(started, total)
         last = await alternative.last_event_at(alternative_engine, after, "succeeded")
-        return total / (last - committed).total_seconds()
+        elapsed = (last - committed).total_seconds()
+        meters["alternative"].stop(started, total, busy=elapsed)
+        return total / elapsed
 
     async def limit_step() -> float:
         await raw_queue.clear(engine)
@@ -186,10 +187,11 @@ async def _measure(
             return (await raw_queue.finished_since(engine, after))[0] >= total
 
         await wait_until(done, within=RUN_TIMEOUT, what=f"{total} raw rows", interval=0.01)
-        meters["limit"].stop(started, total)
         _, last = await raw_queue.finished_since(engine, after)
         assert last is not None
-        return total / (last - committed).total_seconds()
+        elapsed = (last - committed).total_seconds()
+        meters["limit"].stop(started, total, busy=elapsed)
+        return total / elapsed
 
     results = await interleave(
         scale.pairs,

@@ -148,11 +148,11 @@ async def _measure(
             return recorded >= iterations
 
         await wait_until(done, within=RUN_TIMEOUT, what=f"{iterations} loop iterations")
-        meters["subject"].stop(started, iterations)
+        elapsed = (await last_recorded_at(engine, watermark) - committed).total_seconds()
+        meters["subject"].stop(started, iterations, busy=elapsed)
         async with engine.connect() as conn:
             gaps = await conn.scalar(_ATTEMPT_STALLS, {"after": watermark, "stall": STALL})
         stalls["subject"] += int(gaps or 0)
-        elapsed = (await last_recorded_at(engine, watermark) - committed).total_seconds()
         return iterations / elapsed
 
     async def alternative_step() -> float:
@@ -170,10 +170,11 @@ async def _measure(
         await alternative.wait_for_successes(
             alternative_engine, bare, after, iterations, within=RUN_TIMEOUT
         )
-        meters["alternative"].stop(started, iterations)
-        stalls["alternative"] += await alternative.started_gaps(alternative_engine, after, STALL)
         last = await alternative.last_event_at(alternative_engine, after, "succeeded")
-        return iterations / (last - committed).total_seconds()
+        elapsed = (last - committed).total_seconds()
+        meters["alternative"].stop(started, iterations, busy=elapsed)
+        stalls["alternative"] += await alternative.started_gaps(alternative_engine, after, STALL)
+        return iterations / elapsed
 
     async def limit_step() -> float:
         await raw_queue.clear(engine)
@@ -187,10 +188,11 @@ async def _measure(
             return (await raw_queue.finished_since(engine, after))[0] >= iterations
 
         await wait_until(done, within=RUN_TIMEOUT, what=f"{iterations} chained rows")
-        meters["limit"].stop(started, iterations)
         _, last = await raw_queue.finished_since(engine, after)
         assert last is not None
-        return iterations / (last - committed).total_seconds()
+        elapsed = (last - committed).total_seconds()
+        meters["limit"].stop(started, iterations, busy=elapsed)
+        return iterations / elapsed
 
     results = await interleave(
         ctx.scale.pairs,
