@@ -249,6 +249,43 @@ async def test_a_refused_connection_is_retryable(http_session: aiohttp.ClientSes
     assert SECRET_VARIABLE not in str(caught.value)
 
 
+async def test_a_refused_connection_says_so_with_its_host_and_port(
+    http_session: aiohttp.ClientSession,
+) -> None:
+    port = free_port()
+
+    with pytest.raises(CallError) as caught:
+        await perform(http_session, spec_for(f"http://127.0.0.1:{port}/"), timeout_ms=TIMEOUT_MS)
+
+    refused = f"request failed: cannot connect to 127.0.0.1:{port}: Connection refused"
+    assert str(caught.value) == refused
+
+
+async def test_an_unknown_host_is_a_failed_lookup(http_session: aiohttp.ClientSession) -> None:
+    # `.invalid` never resolves (RFC 6761); the lookup fails at once, or after the
+    # resolver's own timeout on a machine without DNS, hence the long attempt timeout.
+    with pytest.raises(CallError) as caught:
+        await perform(http_session, spec_for("http://zilean-test.invalid/"), timeout_ms=30_000)
+
+    assert str(caught.value).startswith("request failed: cannot resolve host zilean-test.invalid: ")
+    assert not caught.value.permanent
+
+
+async def test_https_to_a_plain_http_server_is_a_failed_handshake(
+    target: HttpTarget, http_session: aiohttp.ClientSession
+) -> None:
+    url = target.base_url.replace("http://", "https://") + "/run"
+
+    with pytest.raises(CallError) as caught:
+        await perform(http_session, spec_for(url), timeout_ms=TIMEOUT_MS)
+
+    host_port = target.base_url.removeprefix("http://")
+    assert str(caught.value).startswith(
+        f"request failed: the TLS handshake with {host_port} failed: "
+    )
+    assert "ssl:default" not in str(caught.value)
+
+
 async def test_a_url_password_stays_out_of_the_error(http_session: aiohttp.ClientSession) -> None:
     spec = spec_for(f"http://bob:hunter%2022@127.0.0.1:{free_port()}/run")
 

@@ -301,7 +301,30 @@ def _detail(exc: BaseException, url: URL, spec: HttpRequestSpec) -> str:
     # aiohttp's messages may quote the URL as sent; put back the job's own spelling, the
     # one every secret form in `spec.secrets` is matched against. Its parser errors span
     # lines (with a caret under the offending byte): keep them on one.
-    return " ".join((str(exc) or type(exc).__name__).replace(str(url), spec.url).split())
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        text = _connect_failure(exc)
+    else:
+        text = str(exc) or type(exc).__name__
+    return " ".join(text.replace(str(url), spec.url).split())
+
+
+def _connect_failure(exc: aiohttp.ClientConnectorError) -> str:
+    """Say why no connection was made, in a user's words.
+
+    aiohttp's own text names its TLS setting (`ssl:default`, on plain http too) and, on
+    uvloop, gives no reason for a refusal (`Connect call failed`), only its errno.
+    """
+    where = f"{exc.host}:{exc.port}"
+    reason = exc.os_error
+    if isinstance(exc, aiohttp.ClientConnectorDNSError):
+        return f"cannot resolve host {exc.host}: {reason.strerror or type(reason).__name__}"
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+        return f"the TLS certificate of {where} is not trusted: {exc.certificate_error}"
+    if isinstance(exc, aiohttp.ClientSSLError):
+        return f"the TLS handshake with {where} failed: {reason}"
+    if reason.errno:
+        return f"cannot connect to {where}: {os.strerror(reason.errno)}"
+    return f"cannot connect to {where}: {reason.strerror or type(reason).__name__}"
 
 
 async def _read_capped(response: aiohttp.ClientResponse) -> bytes:
