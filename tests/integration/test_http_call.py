@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import ipaddress
+import ssl
 import time
 import uuid
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -284,6 +292,61 @@ async def test_https_to_a_plain_http_server_is_a_failed_handshake(
         f"request failed: the TLS handshake with {host_port} failed: "
     )
     assert "ssl:default" not in str(caught.value)
+
+
+def _self_signed_certificate(directory: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 that no trust store holds, and its key."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.now(UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=1))
+        .not_valid_after(now + timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
+    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_path, key_path
+
+
+async def test_an_untrusted_certificate_is_named_as_such(
+    http_session: aiohttp.ClientSession, tmp_path: Path
+) -> None:
+    cert_path, key_path = _self_signed_certificate(tmp_path)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert_path, key_path)
+
+    async def hang_up(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.close()
+
+    server = await asyncio.start_server(hang_up, "127.0.0.1", 0, ssl=context)
+    port = server.sockets[0].getsockname()[1]
+    async with server:
+        with pytest.raises(CallError) as caught:
+            await perform(
+                http_session, spec_for(f"https://127.0.0.1:{port}/"), timeout_ms=TIMEOUT_MS
+            )
+
+    assert str(caught.value).startswith(
+        f"request failed: the TLS certificate of 127.0.0.1:{port} is not trusted: "
+    )
+    assert not caught.value.permanent
 
 
 async def test_a_url_password_stays_out_of_the_error(http_session: aiohttp.ClientSession) -> None:

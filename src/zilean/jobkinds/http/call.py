@@ -322,9 +322,8 @@ def _connect_failure(exc: aiohttp.ClientConnectorError) -> str:
         return f"the TLS certificate of {where} is not trusted: {exc.certificate_error}"
     if isinstance(exc, aiohttp.ClientSSLError):
         return f"the TLS handshake with {where} failed: {reason}"
-    if reason.errno:
-        return f"cannot connect to {where}: {os.strerror(reason.errno)}"
-    return f"cannot connect to {where}: {reason.strerror or type(reason).__name__}"
+    why = os.strerror(reason.errno) if reason.errno else reason.strerror
+    return f"cannot connect to {where}: {why or type(reason).__name__}"
 
 
 async def _read_capped(response: aiohttp.ClientResponse) -> bytes:
